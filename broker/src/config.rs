@@ -1,0 +1,200 @@
+//! The broker's configuration, read from the environment (`wire.md`, "Configuration").
+//!
+//! Every variable is parsed strictly: a value that is present but not a number, or out of
+//! range, stops the broker at start with a message naming the variable. A bad value is never
+//! silently replaced by the default.
+
+use std::fmt;
+use std::net::SocketAddr;
+
+/// Everything the broker reads at start.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub listen: SocketAddr,
+    pub database: tokio_postgres::Config,
+    pub pool_size: usize,
+    pub ack_registry: bool,
+    pub ack_registry_mb: usize,
+    pub ack_fusion: bool,
+    pub ack_fusion_shards: usize,
+    pub ack_fusion_hold_ms: u64,
+    pub tenancy_header: bool,
+    pub retention_interval_ms: u64,
+    pub txns_min_retention_seconds: u64,
+    pub max_body_bytes: usize,
+    /// How often a parked long-poll re-checks the database without a wake-up (pushes through
+    /// another broker, lease expiries). Not an environment variable: a fixed liveness bound.
+    pub long_poll_recheck_ms: u64,
+}
+
+/// A configuration variable that could not be used, named.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError {
+    pub variable: String,
+    pub problem: String,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "configuration variable {}: {}", self.variable, self.problem)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+fn bad(variable: &str, problem: impl Into<String>) -> ConfigError {
+    ConfigError { variable: variable.to_string(), problem: problem.into() }
+}
+
+/// The default pool: enough connections to keep PostgreSQL's cores busy through commit waits,
+/// without swamping a small machine.
+pub fn default_pool_size() -> usize {
+    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2);
+    (cores * 4).clamp(8, 64)
+}
+
+impl Config {
+    /// Reads the process environment.
+    pub fn from_env() -> Result<Config, ConfigError> {
+        Config::from_lookup(|name| std::env::var(name).ok())
+    }
+
+    /// Reads the variables through `lookup` (the environment, or a test's map).
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Config, ConfigError> {
+        let vars = Vars(&lookup);
+        let listen = match vars.get("QUEEN_LISTEN") {
+            Some(addr) => addr
+                .parse()
+                .map_err(|_| bad("QUEEN_LISTEN", format!("`{addr}` is not an address like 0.0.0.0:6632")))?,
+            None => SocketAddr::from(([0, 0, 0, 0], vars.number("PORT", 6632u16, 0, u16::MAX)?)),
+        };
+        Ok(Config {
+            listen,
+            database: database_config(&vars)?,
+            pool_size: vars.number("DB_POOL_SIZE", default_pool_size(), 1, 1000)?,
+            ack_registry: vars.flag("QUEEN_ACK_REGISTRY", true)?,
+            ack_registry_mb: vars.number("QUEEN_ACK_REGISTRY_MB", 64, 0, 1 << 20)?,
+            ack_fusion: vars.flag("QUEEN_ACK_FUSION", true)?,
+            ack_fusion_shards: vars.number("QUEEN_ACK_FUSION_SHARDS", 8, 1, 1024)?,
+            ack_fusion_hold_ms: vars.number("QUEEN_ACK_FUSION_HOLD_MS", 3, 1, 60_000)?,
+            tenancy_header: vars.flag("QUEEN_TENANCY_HEADER", false)?,
+            retention_interval_ms: vars.number("QUEEN_RETENTION_INTERVAL_MS", 5000, 10, 86_400_000)?,
+            txns_min_retention_seconds: vars.number(
+                "QUEEN_TXNS_MIN_RETENTION_SECONDS",
+                900,
+                0,
+                10 * 365 * 86_400,
+            )?,
+            max_body_bytes: vars.number("QUEEN_MAX_BODY_BYTES", 16 << 20, 1024, 1 << 30)?,
+            long_poll_recheck_ms: 500,
+        })
+    }
+
+    /// A configuration for `database` with every other value at its default (tests, loadgen).
+    pub fn for_database(database: tokio_postgres::Config) -> Config {
+        let mut config = Config::from_lookup(|_| None).expect("the defaults are valid");
+        config.database = database;
+        config.listen = SocketAddr::from(([127, 0, 0, 1], 0));
+        config
+    }
+}
+
+struct Vars<'a, F: Fn(&str) -> Option<String>>(&'a F);
+
+impl<F: Fn(&str) -> Option<String>> Vars<'_, F> {
+    fn get(&self, name: &str) -> Option<String> {
+        (self.0)(name).map(|v| v.trim().to_string()).filter(|v| !v.is_empty())
+    }
+
+    fn number<T>(&self, name: &str, default: T, min: T, max: T) -> Result<T, ConfigError>
+    where
+        T: std::str::FromStr + PartialOrd + fmt::Display + Copy,
+    {
+        let Some(raw) = self.get(name) else { return Ok(default) };
+        let value: T = raw
+            .parse()
+            .map_err(|_| bad(name, format!("`{raw}` is not a whole number")))?;
+        if value < min || value > max {
+            return Err(bad(name, format!("{value} is out of range {min}..={max}")));
+        }
+        Ok(value)
+    }
+
+    fn flag(&self, name: &str, default: bool) -> Result<bool, ConfigError> {
+        match self.get(name).as_deref() {
+            None => Ok(default),
+            Some("1" | "true" | "on" | "yes") => Ok(true),
+            Some("0" | "false" | "off" | "no") => Ok(false),
+            Some(other) => Err(bad(name, format!("`{other}` is not 0 or 1"))),
+        }
+    }
+}
+
+fn database_config<F: Fn(&str) -> Option<String>>(
+    vars: &Vars<'_, F>,
+) -> Result<tokio_postgres::Config, ConfigError> {
+    if let Some(url) = vars.get("DATABASE_URL") {
+        return url
+            .parse()
+            .map_err(|e| bad("DATABASE_URL", format!("not a PostgreSQL connection string: {e}")));
+    }
+    let mut config = tokio_postgres::Config::new();
+    config.host(&vars.get("PG_HOST").unwrap_or_else(|| "localhost".into()));
+    config.port(vars.number("PG_PORT", 5432u16, 1, u16::MAX)?);
+    config.user(&vars.get("PG_USER").unwrap_or_else(|| "postgres".into()));
+    if let Some(password) = vars.get("PG_PASSWORD") {
+        config.password(password);
+    }
+    config.dbname(&vars.get("PG_DB").unwrap_or_else(|| "postgres".into()));
+    Ok(config)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn with(pairs: &[(&str, &str)]) -> Result<Config, ConfigError> {
+        let map: HashMap<String, String> =
+            pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        Config::from_lookup(|name| map.get(name).cloned())
+    }
+
+    #[test]
+    fn defaults_match_the_wire_table() {
+        let c = with(&[]).unwrap();
+        assert_eq!(c.listen.port(), 6632);
+        assert!(c.ack_registry && c.ack_fusion && !c.tenancy_header);
+        assert_eq!(c.ack_registry_mb, 64);
+        assert_eq!(c.ack_fusion_shards, 8);
+        assert_eq!(c.ack_fusion_hold_ms, 3);
+        assert_eq!(c.retention_interval_ms, 5000);
+        assert_eq!(c.txns_min_retention_seconds, 900);
+        assert_eq!(c.max_body_bytes, 16 << 20);
+    }
+
+    #[test]
+    fn bad_values_name_the_variable() {
+        for (name, value) in [
+            ("PORT", "http"),
+            ("DB_POOL_SIZE", "0"),
+            ("QUEEN_ACK_REGISTRY", "maybe"),
+            ("QUEEN_ACK_FUSION_SHARDS", "-2"),
+            ("QUEEN_MAX_BODY_BYTES", "12x"),
+            ("DATABASE_URL", "postgres://a b@/:::"),
+            ("QUEEN_LISTEN", "nowhere"),
+        ] {
+            let err = with(&[(name, value)]).unwrap_err();
+            assert_eq!(err.variable, name, "{err}");
+            assert!(err.to_string().contains(name));
+        }
+    }
+
+    #[test]
+    fn toggles_and_listen_address() {
+        let c = with(&[("QUEEN_ACK_REGISTRY", "0"), ("QUEEN_ACK_FUSION", "0"), ("QUEEN_LISTEN", "127.0.0.1:7000")])
+            .unwrap();
+        assert!(!c.ack_registry && !c.ack_fusion);
+        assert_eq!(c.listen, "127.0.0.1:7000".parse().unwrap());
+    }
+}

@@ -1,0 +1,120 @@
+//! Field-by-field reading of JSON request bodies, so every refusal names the field.
+//!
+//! Bodies are parsed into `serde_json::Value` and read through `Fields`, which carries the path
+//! of the object (`items[3]`) so an error reads `items[3].queue must be a non-empty string`.
+
+use serde_json::{Map, Value};
+
+use super::error::ApiError;
+
+/// Parses a request body; anything but a JSON object is a 400.
+pub fn parse_object(body: &[u8]) -> Result<Map<String, Value>, ApiError> {
+    let value: Value = serde_json::from_slice(body)
+        .map_err(|e| ApiError::bad_request(format!("body is not valid JSON: {e}")))?;
+    match value {
+        Value::Object(map) => Ok(map),
+        _ => Err(ApiError::bad_request("body must be a JSON object")),
+    }
+}
+
+/// An object being read, with its path for error messages.
+pub struct Fields<'a> {
+    pub map: &'a Map<String, Value>,
+    pub path: String,
+}
+
+impl<'a> Fields<'a> {
+    pub fn root(map: &'a Map<String, Value>) -> Fields<'a> {
+        Fields { map, path: String::new() }
+    }
+
+    /// The object at `value`, addressed as `path` (e.g. `items[2]`).
+    pub fn of(value: &'a Value, path: String) -> Result<Fields<'a>, ApiError> {
+        match value {
+            Value::Object(map) => Ok(Fields { map, path }),
+            _ => Err(ApiError::bad_request(format!("{path} must be an object"))),
+        }
+    }
+
+    pub fn name(&self, key: &str) -> String {
+        if self.path.is_empty() {
+            key.to_string()
+        } else {
+            format!("{}.{key}", self.path)
+        }
+    }
+
+    fn present(&self, key: &str) -> Option<&'a Value> {
+        self.map.get(key).filter(|v| !v.is_null())
+    }
+
+    pub fn opt_str(&self, key: &str) -> Result<Option<&'a str>, ApiError> {
+        match self.present(key) {
+            None => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s)),
+            Some(_) => Err(ApiError::bad_request(format!("{} must be a string", self.name(key)))),
+        }
+    }
+
+    /// A string that, when given, is not empty.
+    pub fn opt_nonempty(&self, key: &str) -> Result<Option<&'a str>, ApiError> {
+        match self.opt_str(key)? {
+            Some("") => Err(ApiError::bad_request(format!("{} must be a non-empty string", self.name(key)))),
+            other => Ok(other),
+        }
+    }
+
+    pub fn req_nonempty(&self, key: &str) -> Result<&'a str, ApiError> {
+        self.opt_nonempty(key)?
+            .ok_or_else(|| ApiError::bad_request(format!("{} must be a non-empty string", self.name(key))))
+    }
+
+    pub fn opt_array(&self, key: &str) -> Result<Option<&'a Vec<Value>>, ApiError> {
+        match self.present(key) {
+            None => Ok(None),
+            Some(Value::Array(a)) => Ok(Some(a)),
+            Some(_) => Err(ApiError::bad_request(format!("{} must be an array", self.name(key)))),
+        }
+    }
+
+    pub fn req_array(&self, key: &str) -> Result<&'a Vec<Value>, ApiError> {
+        self.opt_array(key)?
+            .ok_or_else(|| ApiError::bad_request(format!("{} is required (an array)", self.name(key))))
+    }
+
+    pub fn opt_object(&self, key: &str) -> Result<Option<Fields<'a>>, ApiError> {
+        match self.present(key) {
+            None => Ok(None),
+            Some(v) => Fields::of(v, self.name(key)).map(Some),
+        }
+    }
+
+    pub fn opt_i64(&self, key: &str, min: i64, max: i64) -> Result<Option<i64>, ApiError> {
+        match self.present(key) {
+            None => Ok(None),
+            Some(v) => match v.as_i64() {
+                Some(n) if (min..=max).contains(&n) => Ok(Some(n)),
+                _ => Err(ApiError::bad_request(format!(
+                    "{} must be a whole number in {min}..={max}",
+                    self.name(key)
+                ))),
+            },
+        }
+    }
+
+    pub fn opt_bool(&self, key: &str) -> Result<Option<bool>, ApiError> {
+        match self.present(key) {
+            None => Ok(None),
+            Some(Value::Bool(b)) => Ok(Some(*b)),
+            Some(_) => Err(ApiError::bad_request(format!("{} must be true or false", self.name(key)))),
+        }
+    }
+
+    /// Refuses keys outside `allowed`, naming the first one found.
+    pub fn only(&self, allowed: &[&str]) -> Result<(), ApiError> {
+        match self.map.keys().find(|k| !allowed.contains(&k.as_str())) {
+            Some(k) => Err(ApiError::bad_request(format!("{} is not a known field", self.name(k)))),
+            None => Ok(()),
+        }
+    }
+}

@@ -1,0 +1,148 @@
+//! `ackbench-broker`: the reference broker of the ackbench suite.
+//!
+//! A PostgreSQL-backed queue that speaks Queen MQ's HTTP wire and implements the full ack
+//! contract of its log engine. The data flow, by module:
+//!
+//! - `http`: connections, request reading, the route table, error answers;
+//! - `routes`: one module per route family (push, pop, ack, lease, transaction, dlq, ...);
+//! - `storage`: the pool and the embedded migrations of `sql/` (all SQL lives there);
+//! - `segment`: packing and unpacking the compressed frames of a segment;
+//! - `longpoll`: parked pops woken by pushes; `retention`: the background purge;
+//! - `config`, `metrics`, `app`: environment, counters, shared state.
+
+pub mod app;
+pub mod config;
+pub mod http;
+pub mod longpoll;
+pub mod metrics;
+pub mod retention;
+pub mod routes;
+pub mod segment;
+pub mod storage;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+pub use app::App;
+pub use config::Config;
+
+/// A running broker: its address, and the handle that stops it.
+pub struct Broker {
+    addr: SocketAddr,
+    app: Arc<App>,
+    stop: watch::Sender<bool>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Broker {
+    /// Connects, applies the migrations, binds the listener and starts serving.
+    pub async fn start(config: Config) -> Result<Broker, String> {
+        let pool = storage::pool(&config.database, config.pool_size)?;
+        migrate(&config.database).await?;
+        let listener = TcpListener::bind(config.listen)
+            .await
+            .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
+        let addr = listener.local_addr().map_err(|e| e.to_string())?;
+        let app = Arc::new(App::new(config, pool));
+        let (stop, stopped) = watch::channel(false);
+        let tasks = vec![
+            tokio::spawn(accept_loop(app.clone(), listener, stopped)),
+            tokio::spawn(retention::run(app.clone())),
+        ];
+        tracing::info!(%addr, pool = app.config.pool_size, "broker listening");
+        Ok(Broker { addr, app, stop, tasks })
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `http://127.0.0.1:PORT` (loopback even when listening on all interfaces).
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.addr.port())
+    }
+
+    pub fn app(&self) -> &Arc<App> {
+        &self.app
+    }
+
+    /// Stops accepting, ends background tasks and closes the pool.
+    pub async fn shutdown(self) {
+        let _ = self.stop.send(true);
+        for t in &self.tasks {
+            t.abort();
+        }
+        for t in self.tasks {
+            let _ = t.await;
+        }
+        self.app.pool.close();
+    }
+}
+
+/// Applies the migrations over a dedicated connection, retrying while PostgreSQL is starting.
+async fn migrate(database: &tokio_postgres::Config) -> Result<(), String> {
+    let mut last = String::new();
+    for attempt in 0..30 {
+        match database.connect(tokio_postgres::NoTls).await {
+            Ok((mut client, connection)) => {
+                let conn = tokio::spawn(connection);
+                let result = storage::migrations::apply(&mut client).await;
+                drop(client);
+                let _ = conn.await;
+                let applied = result?;
+                if applied > 0 {
+                    tracing::info!(applied, "schema migrations applied");
+                }
+                return Ok(());
+            }
+            Err(e) => {
+                last = e.to_string();
+                if attempt == 0 {
+                    tracing::warn!(error = %last, "PostgreSQL not reachable yet; retrying");
+                }
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+        }
+    }
+    Err(format!("cannot connect to PostgreSQL: {last}"))
+}
+
+async fn accept_loop(app: Arc<App>, listener: TcpListener, mut stopped: watch::Receiver<bool>) {
+    loop {
+        let (stream, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(pair) => pair,
+                Err(e) => {
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            _ = stopped.changed() => return,
+        };
+        let _ = stream.set_nodelay(true);
+        let app = app.clone();
+        let mut stopped = stopped.clone();
+        tokio::spawn(async move {
+            let service = service_fn(move |req| http::serve(app.clone(), req));
+            let conn = http1::Builder::new().keep_alive(true).serve_connection(TokioIo::new(stream), service);
+            tokio::pin!(conn);
+            tokio::select! {
+                result = conn.as_mut() => {
+                    if let Err(e) = result {
+                        tracing::debug!(%peer, error = %e, "connection ended with an error");
+                    }
+                }
+                _ = stopped.changed() => conn.as_mut().graceful_shutdown(),
+            }
+        });
+    }
+}

@@ -1,0 +1,45 @@
+//! `ackbench-broker`: reads its configuration from the environment and serves until Ctrl-C or
+//! SIGTERM.
+
+use ackbench_broker::{Broker, Config};
+use tracing_subscriber::filter::Targets;
+use tracing_subscriber::prelude::*;
+
+#[tokio::main]
+async fn main() {
+    let filter: Targets = std::env::var("RUST_LOG")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| Targets::new().with_default(tracing::Level::INFO));
+    tracing_subscriber::registry()
+        .with(tracing_subscriber::fmt::layer().with_writer(std::io::stderr))
+        .with(filter)
+        .init();
+
+    let config = match Config::from_env() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("ackbench-broker: {e}");
+            std::process::exit(2);
+        }
+    };
+    let broker = match Broker::start(config).await {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("ackbench-broker: {e}");
+            std::process::exit(1);
+        }
+    };
+    wait_for_stop_signal().await;
+    tracing::info!("stopping");
+    broker.shutdown().await;
+}
+
+async fn wait_for_stop_signal() {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .expect("install SIGTERM handler");
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+}

@@ -1,0 +1,53 @@
+//! One module per route family; `dispatch` sends a routed request to its handler.
+
+pub mod configure;
+pub mod operations;
+pub mod pop;
+pub mod push;
+
+use crate::app::App;
+use crate::http::{Answer, ApiError, Request, Route};
+
+pub async fn dispatch(app: &App, req: Request) -> Result<Answer, ApiError> {
+    match &req.route {
+        Route::Health => operations::health(app).await,
+        Route::Metrics => Ok(operations::metrics(app)),
+        Route::Configure => configure::handle(app, &req).await,
+        Route::Push => push::handle(app, &req).await,
+        Route::PopPartition { .. } | Route::PopQueue { .. } | Route::PopDiscover => pop::handle(app, &req).await,
+        Route::Ack
+        | Route::AckBatch
+        | Route::LeaseExtend { .. }
+        | Route::Transaction
+        | Route::DlqList
+        | Route::MessageRetry { .. }
+        | Route::MessageDelete { .. } => Err(ApiError::new(
+            hyper::StatusCode::NOT_IMPLEMENTED,
+            format!("{} is not implemented yet", req.route.name()),
+        )),
+    }
+}
+
+/// Unpacks the one frame at `offset` of a partition (a duplicate's original, a DLQ payload);
+/// `None` when retention removed its segment.
+pub async fn frame_at(
+    db: &deadpool_postgres::Object,
+    partition_id: uuid::Uuid,
+    offset: i64,
+) -> Result<Option<crate::segment::Frame>, ApiError> {
+    let row = db
+        .query_opt("SELECT base_offset, blob FROM queen.log_segment_at_v1($1, $2)", &[&partition_id, &offset])
+        .await
+        .map_err(|e| crate::storage::DbError::from_pg("log_segment_at_v1", e))?;
+    let Some(row) = row else { return Ok(None) };
+    let base: i64 = row.get(0);
+    let mut frames = crate::segment::unpack(row.get(1)).map_err(|e| {
+        tracing::error!(%partition_id, offset, error = %e, "stored segment cannot be unpacked");
+        ApiError::internal(format!("segment of partition {partition_id} at {offset}: {e}"))
+    })?;
+    let k = (offset - base) as usize;
+    Ok((k < frames.len()).then(|| frames.swap_remove(k)))
+}
+
+/// A leasing pop delivered these spans under `worker` (the ack registry's birth hook).
+pub fn on_leased(_app: &App, _group: &str, _worker: &str, _spans: Vec<pop::LeasedSpan>) {}

@@ -1,0 +1,34 @@
+//! `GET /health` and `GET /metrics`.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use hyper::StatusCode;
+use serde_json::json;
+
+use crate::app::App;
+use crate::http::{self, Answer, ApiError};
+
+/// 200 once PostgreSQL answers and the schema is applied; 503 otherwise.
+pub async fn health(app: &App) -> Result<Answer, ApiError> {
+    let probe = async {
+        let db = app.db("health").await.map_err(|e| e.to_string())?;
+        db.query_one("SELECT count(*) FROM queen.schema_migrations", &[])
+            .await
+            .map_err(|e| e.to_string())
+    };
+    match tokio::time::timeout(Duration::from_secs(2), probe).await {
+        Ok(Ok(_)) => Ok(http::json(StatusCode::OK, &json!({"status": "healthy"}))),
+        Ok(Err(e)) => Ok(http::json(StatusCode::SERVICE_UNAVAILABLE, &json!({"status": "unhealthy", "error": e}))),
+        Err(_) => Ok(http::json(
+            StatusCode::SERVICE_UNAVAILABLE,
+            &json!({"status": "unhealthy", "error": "database did not answer within 2 s"}),
+        )),
+    }
+}
+
+/// The Prometheus text exposition.
+pub fn metrics(app: &App) -> Answer {
+    let text = app.metrics.render(&|_out| {});
+    http::with_type(StatusCode::OK, Bytes::from(text), "text/plain; version=0.0.4")
+}

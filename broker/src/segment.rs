@@ -1,0 +1,112 @@
+//! The segment blob: the compressed frames of one push for one partition.
+//!
+//! Only the broker packs and unpacks blobs; PostgreSQL stores them opaquely. A frame holds the
+//! message id, the transactionId and the payload (JSON text). Layout before compression:
+//! a format byte, the frame count (u32 LE), then per frame the 16-byte message id, the
+//! transactionId length (u32 LE) and bytes, the payload length (u32 LE) and bytes. The whole is
+//! LZ4-compressed with its uncompressed size prepended.
+
+use uuid::Uuid;
+
+const FORMAT_V1: u8 = 1;
+
+/// A frame as the push path packs it.
+pub struct FrameRef<'a> {
+    pub message_id: Uuid,
+    pub transaction_id: &'a str,
+    pub payload: &'a [u8],
+}
+
+/// A frame unpacked from a stored blob.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Frame {
+    pub message_id: Uuid,
+    pub transaction_id: String,
+    pub payload: Vec<u8>,
+}
+
+/// Packs and compresses frames into a blob.
+pub fn pack(frames: &[FrameRef<'_>]) -> Vec<u8> {
+    let size: usize = frames.iter().map(|f| 24 + f.transaction_id.len() + f.payload.len()).sum();
+    let mut raw = Vec::with_capacity(5 + size);
+    raw.push(FORMAT_V1);
+    raw.extend_from_slice(&(frames.len() as u32).to_le_bytes());
+    for f in frames {
+        raw.extend_from_slice(f.message_id.as_bytes());
+        raw.extend_from_slice(&(f.transaction_id.len() as u32).to_le_bytes());
+        raw.extend_from_slice(f.transaction_id.as_bytes());
+        raw.extend_from_slice(&(f.payload.len() as u32).to_le_bytes());
+        raw.extend_from_slice(f.payload);
+    }
+    lz4_flex::compress_prepend_size(&raw)
+}
+
+/// Decompresses and unpacks every frame of a blob.
+pub fn unpack(blob: &[u8]) -> Result<Vec<Frame>, String> {
+    let raw = lz4_flex::decompress_size_prepended(blob).map_err(|e| format!("corrupt segment: {e}"))?;
+    let mut r = Reader { buf: &raw, pos: 0 };
+    if r.take(1)?[0] != FORMAT_V1 {
+        return Err("segment has an unknown format".into());
+    }
+    let count = r.u32()? as usize;
+    let mut frames = Vec::with_capacity(count.min(1 << 16));
+    for _ in 0..count {
+        let message_id = Uuid::from_slice(r.take(16)?).map_err(|e| e.to_string())?;
+        let len = r.u32()? as usize;
+        let transaction_id = String::from_utf8(r.take(len)?.to_vec())
+            .map_err(|_| "segment holds a transactionId that is not UTF-8".to_string())?;
+        let len = r.u32()? as usize;
+        let payload = r.take(len)?.to_vec();
+        frames.push(Frame { message_id, transaction_id, payload });
+    }
+    Ok(frames)
+}
+
+struct Reader<'a> {
+    buf: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
+        let end = self.pos.checked_add(n).filter(|&e| e <= self.buf.len());
+        let end = end.ok_or_else(|| "segment is truncated".to_string())?;
+        let s = &self.buf[self.pos..end];
+        self.pos = end;
+        Ok(s)
+    }
+
+    fn u32(&mut self) -> Result<u32, String> {
+        Ok(u32::from_le_bytes(self.take(4)?.try_into().expect("4 bytes")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip() {
+        let ids = [Uuid::now_v7(), Uuid::now_v7()];
+        let frames = [
+            FrameRef { message_id: ids[0], transaction_id: "t-1", payload: br#"{"a":1}"# },
+            FrameRef { message_id: ids[1], transaction_id: "", payload: b"null" },
+        ];
+        let out = unpack(&pack(&frames)).unwrap();
+        assert_eq!(out.len(), 2);
+        assert_eq!(out[0].message_id, ids[0]);
+        assert_eq!(out[0].transaction_id, "t-1");
+        assert_eq!(out[0].payload, br#"{"a":1}"#);
+        assert_eq!(out[1].transaction_id, "");
+        assert_eq!(out[1].payload, b"null");
+    }
+
+    #[test]
+    fn corrupt_blobs_are_errors_not_panics() {
+        assert!(unpack(b"").is_err());
+        assert!(unpack(&[5, 0, 0, 0, 1, 2, 3]).is_err());
+        let mut blob = pack(&[FrameRef { message_id: Uuid::nil(), transaction_id: "x", payload: b"1" }]);
+        blob.truncate(blob.len() - 2);
+        assert!(unpack(&blob).is_err());
+    }
+}

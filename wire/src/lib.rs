@@ -1,0 +1,18 @@
+//! The broker's HTTP/JSON wire (shared spec `wire.md`), as types both sides use.
+//!
+//! The broker serialises its answers with these types and the load generator parses them with
+//! the same ones, so a change to the wire is one change. Requests are validated field by field
+//! inside the broker (to name the offending field), so only answer types live here, plus the
+//! transactionId hash that both the broker and the audit need.
+
+pub mod hash;
+pub mod types;
+
+pub use hash::{txn_hash, TxnHash};
+pub use types::*;
+
+/// The consumer group name that queue mode (no `consumerGroup`) uses on the wire and in storage.
+pub const QUEUE_MODE_GROUP: &str = "__QUEUE_MODE__";
+
+/// The tenant every request belongs to when tenancy is off or no tenant header is sent.
+pub const DEFAULT_TENANT: &str = "00000000-0000-0000-0000-000000000001";
