@@ -29,6 +29,9 @@ impl App {
 
     /// A pooled connection, held only for the statement(s) at hand.
     pub async fn db(&self, context: &'static str) -> Result<Object, DbError> {
-        self.pool.get().await.map_err(|e| DbError::from_pool(context, e))
+        self.pool
+            .get()
+            .await
+            .map_err(|e| DbError::from_pool(context, e))
     }
 }

@@ -36,20 +36,29 @@ pub struct ConfigError {
 
 impl fmt::Display for ConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "configuration variable {}: {}", self.variable, self.problem)
+        write!(
+            f,
+            "configuration variable {}: {}",
+            self.variable, self.problem
+        )
     }
 }
 
 impl std::error::Error for ConfigError {}
 
 fn bad(variable: &str, problem: impl Into<String>) -> ConfigError {
-    ConfigError { variable: variable.to_string(), problem: problem.into() }
+    ConfigError {
+        variable: variable.to_string(),
+        problem: problem.into(),
+    }
 }
 
 /// The default pool: enough connections to keep PostgreSQL's cores busy through commit waits,
 /// without swamping a small machine.
 pub fn default_pool_size() -> usize {
-    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2);
+    let cores = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(2);
     (cores * 4).clamp(8, 64)
 }
 
@@ -63,9 +72,12 @@ impl Config {
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Config, ConfigError> {
         let vars = Vars(&lookup);
         let listen = match vars.get("QUEEN_LISTEN") {
-            Some(addr) => addr
-                .parse()
-                .map_err(|_| bad("QUEEN_LISTEN", format!("`{addr}` is not an address like 0.0.0.0:6632")))?,
+            Some(addr) => addr.parse().map_err(|_| {
+                bad(
+                    "QUEEN_LISTEN",
+                    format!("`{addr}` is not an address like 0.0.0.0:6632"),
+                )
+            })?,
             None => SocketAddr::from(([0, 0, 0, 0], vars.number("PORT", 6632u16, 0, u16::MAX)?)),
         };
         Ok(Config {
@@ -78,7 +90,12 @@ impl Config {
             ack_fusion_shards: vars.number("QUEEN_ACK_FUSION_SHARDS", 8, 1, 1024)?,
             ack_fusion_hold_ms: vars.number("QUEEN_ACK_FUSION_HOLD_MS", 3, 1, 60_000)?,
             tenancy_header: vars.flag("QUEEN_TENANCY_HEADER", false)?,
-            retention_interval_ms: vars.number("QUEEN_RETENTION_INTERVAL_MS", 5000, 10, 86_400_000)?,
+            retention_interval_ms: vars.number(
+                "QUEEN_RETENTION_INTERVAL_MS",
+                5000,
+                10,
+                86_400_000,
+            )?,
             txns_min_retention_seconds: vars.number(
                 "QUEEN_TXNS_MIN_RETENTION_SECONDS",
                 900,
@@ -103,14 +120,18 @@ struct Vars<'a, F: Fn(&str) -> Option<String>>(&'a F);
 
 impl<F: Fn(&str) -> Option<String>> Vars<'_, F> {
     fn get(&self, name: &str) -> Option<String> {
-        (self.0)(name).map(|v| v.trim().to_string()).filter(|v| !v.is_empty())
+        (self.0)(name)
+            .map(|v| v.trim().to_string())
+            .filter(|v| !v.is_empty())
     }
 
     fn number<T>(&self, name: &str, default: T, min: T, max: T) -> Result<T, ConfigError>
     where
         T: std::str::FromStr + PartialOrd + fmt::Display + Copy,
     {
-        let Some(raw) = self.get(name) else { return Ok(default) };
+        let Some(raw) = self.get(name) else {
+            return Ok(default);
+        };
         let value: T = raw
             .parse()
             .map_err(|_| bad(name, format!("`{raw}` is not a whole number")))?;
@@ -134,9 +155,12 @@ fn database_config<F: Fn(&str) -> Option<String>>(
     vars: &Vars<'_, F>,
 ) -> Result<tokio_postgres::Config, ConfigError> {
     if let Some(url) = vars.get("DATABASE_URL") {
-        return url
-            .parse()
-            .map_err(|e| bad("DATABASE_URL", format!("not a PostgreSQL connection string: {e}")));
+        return url.parse().map_err(|e| {
+            bad(
+                "DATABASE_URL",
+                format!("not a PostgreSQL connection string: {e}"),
+            )
+        });
     }
     let mut config = tokio_postgres::Config::new();
     config.host(&vars.get("PG_HOST").unwrap_or_else(|| "localhost".into()));
@@ -155,8 +179,10 @@ mod tests {
     use std::collections::HashMap;
 
     fn with(pairs: &[(&str, &str)]) -> Result<Config, ConfigError> {
-        let map: HashMap<String, String> =
-            pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let map: HashMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
         Config::from_lookup(|name| map.get(name).cloned())
     }
 
@@ -192,8 +218,12 @@ mod tests {
 
     #[test]
     fn toggles_and_listen_address() {
-        let c = with(&[("QUEEN_ACK_REGISTRY", "0"), ("QUEEN_ACK_FUSION", "0"), ("QUEEN_LISTEN", "127.0.0.1:7000")])
-            .unwrap();
+        let c = with(&[
+            ("QUEEN_ACK_REGISTRY", "0"),
+            ("QUEEN_ACK_FUSION", "0"),
+            ("QUEEN_LISTEN", "127.0.0.1:7000"),
+        ])
+        .unwrap();
         assert!(!c.ack_registry && !c.ack_fusion);
         assert_eq!(c.listen, "127.0.0.1:7000".parse().unwrap());
     }

@@ -58,7 +58,12 @@ impl Broker {
             tokio::spawn(retention::run(app.clone())),
         ];
         tracing::info!(%addr, pool = app.config.pool_size, "broker listening");
-        Ok(Broker { addr, app, stop, tasks })
+        Ok(Broker {
+            addr,
+            app,
+            stop,
+            tasks,
+        })
     }
 
     pub fn addr(&self) -> SocketAddr {
@@ -133,7 +138,9 @@ async fn accept_loop(app: Arc<App>, listener: TcpListener, mut stopped: watch::R
         let mut stopped = stopped.clone();
         tokio::spawn(async move {
             let service = service_fn(move |req| http::serve(app.clone(), req));
-            let conn = http1::Builder::new().keep_alive(true).serve_connection(TokioIo::new(stream), service);
+            let conn = http1::Builder::new()
+                .keep_alive(true)
+                .serve_connection(TokioIo::new(stream), service);
             tokio::pin!(conn);
             tokio::select! {
                 result = conn.as_mut() => {

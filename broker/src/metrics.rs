@@ -40,19 +40,62 @@ impl Metrics {
         out.push_str("# HELP queen_requests_total HTTP requests by route and status.\n");
         out.push_str("# TYPE queen_requests_total counter\n");
         for ((route, status), n) in self.requests.lock().expect("metrics lock").iter() {
-            let _ = writeln!(out, "queen_requests_total{{route=\"{route}\",status=\"{status}\"}} {n}");
+            let _ = writeln!(
+                out,
+                "queen_requests_total{{route=\"{route}\",status=\"{status}\"}} {n}"
+            );
         }
         let counters: [(&str, &str, &AtomicU64); 10] = [
-            ("queen_messages_pushed_total", "Messages written by push.", &self.messages_pushed),
-            ("queen_messages_duplicate_total", "Pushed messages refused as duplicates.", &self.messages_duplicate),
-            ("queen_messages_delivered_total", "Messages handed out by pop.", &self.messages_delivered),
-            ("queen_messages_acked_total", "Offsets committed by acks (cursor advance).", &self.messages_acked),
-            ("queen_pops_empty_total", "Pops answered 204.", &self.pops_empty),
-            ("queen_long_poll_parked_total", "Long-polls that parked.", &self.long_poll_parked),
-            ("queen_long_poll_woken_total", "Parked long-polls woken by a push.", &self.long_poll_woken),
-            ("queen_retention_passes_total", "Retention passes run by this broker.", &self.retention_passes),
-            ("queen_retention_txns_purged_total", "Hash-sidecar rows purged.", &self.retention_txns_purged),
-            ("queen_retention_segments_deleted_total", "Segments deleted by retention.", &self.retention_segments_deleted),
+            (
+                "queen_messages_pushed_total",
+                "Messages written by push.",
+                &self.messages_pushed,
+            ),
+            (
+                "queen_messages_duplicate_total",
+                "Pushed messages refused as duplicates.",
+                &self.messages_duplicate,
+            ),
+            (
+                "queen_messages_delivered_total",
+                "Messages handed out by pop.",
+                &self.messages_delivered,
+            ),
+            (
+                "queen_messages_acked_total",
+                "Offsets committed by acks (cursor advance).",
+                &self.messages_acked,
+            ),
+            (
+                "queen_pops_empty_total",
+                "Pops answered 204.",
+                &self.pops_empty,
+            ),
+            (
+                "queen_long_poll_parked_total",
+                "Long-polls that parked.",
+                &self.long_poll_parked,
+            ),
+            (
+                "queen_long_poll_woken_total",
+                "Parked long-polls woken by a push.",
+                &self.long_poll_woken,
+            ),
+            (
+                "queen_retention_passes_total",
+                "Retention passes run by this broker.",
+                &self.retention_passes,
+            ),
+            (
+                "queen_retention_txns_purged_total",
+                "Hash-sidecar rows purged.",
+                &self.retention_txns_purged,
+            ),
+            (
+                "queen_retention_segments_deleted_total",
+                "Segments deleted by retention.",
+                &self.retention_segments_deleted,
+            ),
         ];
         for (name, help, value) in counters {
             counter(&mut out, name, help, value.load(Relaxed));
@@ -64,10 +107,16 @@ impl Metrics {
 
 /// Writes one counter with its HELP and TYPE lines.
 pub fn counter(out: &mut String, name: &str, help: &str, value: u64) {
-    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter\n{name} {value}");
+    let _ = writeln!(
+        out,
+        "# HELP {name} {help}\n# TYPE {name} counter\n{name} {value}"
+    );
 }
 
 /// Writes one gauge with its HELP and TYPE lines.
 pub fn gauge(out: &mut String, name: &str, help: &str, value: f64) {
-    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}");
+    let _ = writeln!(
+        out,
+        "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}"
+    );
 }

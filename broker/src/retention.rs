@@ -29,7 +29,10 @@ pub async fn pass(app: &App) -> Result<(), String> {
     let db = app.db("retention").await.map_err(|e| e.to_string())?;
     let floor = app.config.txns_min_retention_seconds.min(i32::MAX as u64) as i32;
     let row = db
-        .query_one("SELECT ran, txns_purged, segments_deleted FROM queen.log_retention_v1($1)", &[&floor])
+        .query_one(
+            "SELECT ran, txns_purged, segments_deleted FROM queen.log_retention_v1($1)",
+            &[&floor],
+        )
         .await
         .map_err(|e| format!("queen.log_retention_v1: {e}"))?;
     if row.get::<_, bool>(0) {

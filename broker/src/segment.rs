@@ -27,7 +27,10 @@ pub struct Frame {
 
 /// Packs and compresses frames into a blob.
 pub fn pack(frames: &[FrameRef<'_>]) -> Vec<u8> {
-    let size: usize = frames.iter().map(|f| 24 + f.transaction_id.len() + f.payload.len()).sum();
+    let size: usize = frames
+        .iter()
+        .map(|f| 24 + f.transaction_id.len() + f.payload.len())
+        .sum();
     let mut raw = Vec::with_capacity(5 + size);
     raw.push(FORMAT_V1);
     raw.extend_from_slice(&(frames.len() as u32).to_le_bytes());
@@ -43,7 +46,8 @@ pub fn pack(frames: &[FrameRef<'_>]) -> Vec<u8> {
 
 /// Decompresses and unpacks every frame of a blob.
 pub fn unpack(blob: &[u8]) -> Result<Vec<Frame>, String> {
-    let raw = lz4_flex::decompress_size_prepended(blob).map_err(|e| format!("corrupt segment: {e}"))?;
+    let raw =
+        lz4_flex::decompress_size_prepended(blob).map_err(|e| format!("corrupt segment: {e}"))?;
     let mut r = Reader { buf: &raw, pos: 0 };
     if r.take(1)?[0] != FORMAT_V1 {
         return Err("segment has an unknown format".into());
@@ -57,7 +61,11 @@ pub fn unpack(blob: &[u8]) -> Result<Vec<Frame>, String> {
             .map_err(|_| "segment holds a transactionId that is not UTF-8".to_string())?;
         let len = r.u32()? as usize;
         let payload = r.take(len)?.to_vec();
-        frames.push(Frame { message_id, transaction_id, payload });
+        frames.push(Frame {
+            message_id,
+            transaction_id,
+            payload,
+        });
     }
     Ok(frames)
 }
@@ -77,7 +85,9 @@ impl<'a> Reader<'a> {
     }
 
     fn u32(&mut self) -> Result<u32, String> {
-        Ok(u32::from_le_bytes(self.take(4)?.try_into().expect("4 bytes")))
+        Ok(u32::from_le_bytes(
+            self.take(4)?.try_into().expect("4 bytes"),
+        ))
     }
 }
 
@@ -89,8 +99,16 @@ mod tests {
     fn round_trip() {
         let ids = [Uuid::now_v7(), Uuid::now_v7()];
         let frames = [
-            FrameRef { message_id: ids[0], transaction_id: "t-1", payload: br#"{"a":1}"# },
-            FrameRef { message_id: ids[1], transaction_id: "", payload: b"null" },
+            FrameRef {
+                message_id: ids[0],
+                transaction_id: "t-1",
+                payload: br#"{"a":1}"#,
+            },
+            FrameRef {
+                message_id: ids[1],
+                transaction_id: "",
+                payload: b"null",
+            },
         ];
         let out = unpack(&pack(&frames)).unwrap();
         assert_eq!(out.len(), 2);
@@ -105,7 +123,11 @@ mod tests {
     fn corrupt_blobs_are_errors_not_panics() {
         assert!(unpack(b"").is_err());
         assert!(unpack(&[5, 0, 0, 0, 1, 2, 3]).is_err());
-        let mut blob = pack(&[FrameRef { message_id: Uuid::nil(), transaction_id: "x", payload: b"1" }]);
+        let mut blob = pack(&[FrameRef {
+            message_id: Uuid::nil(),
+            transaction_id: "x",
+            payload: b"1",
+        }]);
         blob.truncate(blob.len() - 2);
         assert!(unpack(&blob).is_err());
     }

@@ -18,7 +18,11 @@ pub struct ApiError {
 
 impl ApiError {
     pub fn new(status: StatusCode, message: impl Into<String>) -> ApiError {
-        ApiError { status, message: message.into(), invalid: None }
+        ApiError {
+            status,
+            message: message.into(),
+            invalid: None,
+        }
     }
 
     pub fn bad_request(message: impl Into<String>) -> ApiError {

@@ -25,7 +25,10 @@ pub struct Fields<'a> {
 
 impl<'a> Fields<'a> {
     pub fn root(map: &'a Map<String, Value>) -> Fields<'a> {
-        Fields { map, path: String::new() }
+        Fields {
+            map,
+            path: String::new(),
+        }
     }
 
     /// The object at `value`, addressed as `path` (e.g. `items[2]`).
@@ -52,34 +55,45 @@ impl<'a> Fields<'a> {
         match self.present(key) {
             None => Ok(None),
             Some(Value::String(s)) => Ok(Some(s)),
-            Some(_) => Err(ApiError::bad_request(format!("{} must be a string", self.name(key)))),
+            Some(_) => Err(ApiError::bad_request(format!(
+                "{} must be a string",
+                self.name(key)
+            ))),
         }
     }
 
     /// A string that, when given, is not empty.
     pub fn opt_nonempty(&self, key: &str) -> Result<Option<&'a str>, ApiError> {
         match self.opt_str(key)? {
-            Some("") => Err(ApiError::bad_request(format!("{} must be a non-empty string", self.name(key)))),
+            Some("") => Err(ApiError::bad_request(format!(
+                "{} must be a non-empty string",
+                self.name(key)
+            ))),
             other => Ok(other),
         }
     }
 
     pub fn req_nonempty(&self, key: &str) -> Result<&'a str, ApiError> {
-        self.opt_nonempty(key)?
-            .ok_or_else(|| ApiError::bad_request(format!("{} must be a non-empty string", self.name(key))))
+        self.opt_nonempty(key)?.ok_or_else(|| {
+            ApiError::bad_request(format!("{} must be a non-empty string", self.name(key)))
+        })
     }
 
     pub fn opt_array(&self, key: &str) -> Result<Option<&'a Vec<Value>>, ApiError> {
         match self.present(key) {
             None => Ok(None),
             Some(Value::Array(a)) => Ok(Some(a)),
-            Some(_) => Err(ApiError::bad_request(format!("{} must be an array", self.name(key)))),
+            Some(_) => Err(ApiError::bad_request(format!(
+                "{} must be an array",
+                self.name(key)
+            ))),
         }
     }
 
     pub fn req_array(&self, key: &str) -> Result<&'a Vec<Value>, ApiError> {
-        self.opt_array(key)?
-            .ok_or_else(|| ApiError::bad_request(format!("{} is required (an array)", self.name(key))))
+        self.opt_array(key)?.ok_or_else(|| {
+            ApiError::bad_request(format!("{} is required (an array)", self.name(key)))
+        })
     }
 
     pub fn opt_object(&self, key: &str) -> Result<Option<Fields<'a>>, ApiError> {
@@ -106,14 +120,20 @@ impl<'a> Fields<'a> {
         match self.present(key) {
             None => Ok(None),
             Some(Value::Bool(b)) => Ok(Some(*b)),
-            Some(_) => Err(ApiError::bad_request(format!("{} must be true or false", self.name(key)))),
+            Some(_) => Err(ApiError::bad_request(format!(
+                "{} must be true or false",
+                self.name(key)
+            ))),
         }
     }
 
     /// Refuses keys outside `allowed`, naming the first one found.
     pub fn only(&self, allowed: &[&str]) -> Result<(), ApiError> {
         match self.map.keys().find(|k| !allowed.contains(&k.as_str())) {
-            Some(k) => Err(ApiError::bad_request(format!("{} is not a known field", self.name(k)))),
+            Some(k) => Err(ApiError::bad_request(format!(
+                "{} is not a known field",
+                self.name(k)
+            ))),
             None => Ok(()),
         }
     }

@@ -60,12 +60,16 @@ pub fn empty(status: StatusCode) -> Answer {
 pub fn with_type(status: StatusCode, body: Bytes, content_type: &'static str) -> Answer {
     let mut r = Response::new(Full::new(body));
     *r.status_mut() = status;
-    r.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
+    r.headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
     r
 }
 
 fn error_answer(e: &ApiError) -> Answer {
-    let body = ackbench_wire::ErrorBody { error: e.message.clone(), invalid: e.invalid.clone() };
+    let body = ackbench_wire::ErrorBody {
+        error: e.message.clone(),
+        invalid: e.invalid.clone(),
+    };
     json(e.status, &body)
 }
 
@@ -79,11 +83,15 @@ pub async fn serve(app: Arc<App>, req: hyper::Request<Incoming>) -> Result<Answe
         }
         Err((name, e)) => (name, error_answer(&e)),
     };
-    app.metrics.count_request(route_name, answer.status().as_u16());
+    app.metrics
+        .count_request(route_name, answer.status().as_u16());
     Ok(answer)
 }
 
-async fn read(app: &App, req: hyper::Request<Incoming>) -> Result<Request, (&'static str, ApiError)> {
+async fn read(
+    app: &App,
+    req: hyper::Request<Incoming>,
+) -> Result<Request, (&'static str, ApiError)> {
     let (parts, body) = req.into_parts();
     let route = router::route(&parts.method, parts.uri.path()).map_err(|e| ("unrouted", e))?;
     let name = route.name();
@@ -97,15 +105,33 @@ async fn read(app: &App, req: hyper::Request<Incoming>) -> Result<Request, (&'st
         .collect()
         .await
         .map_err(|e| {
-            if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() {
+            if e.downcast_ref::<http_body_util::LengthLimitError>()
+                .is_some()
+            {
                 let limit = app.config.max_body_bytes;
-                (name, ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, format!("body is larger than {limit} bytes")))
+                (
+                    name,
+                    ApiError::new(
+                        StatusCode::PAYLOAD_TOO_LARGE,
+                        format!("body is larger than {limit} bytes"),
+                    ),
+                )
             } else {
-                (name, ApiError::bad_request(format!("could not read the body: {e}")))
+                (
+                    name,
+                    ApiError::bad_request(format!("could not read the body: {e}")),
+                )
             }
         })?
         .to_bytes();
-    Ok(Request { method: parts.method, route, query, headers: parts.headers, body, tenant })
+    Ok(Request {
+        method: parts.method,
+        route,
+        query,
+        headers: parts.headers,
+        body,
+        tenant,
+    })
 }
 
 /// The caller's tenant: the `x-queen-tenant` header when tenancy is on, else the default.

@@ -12,16 +12,29 @@ pub enum Route {
     Metrics,
     Configure,
     Push,
-    PopPartition { queue: String, partition: String },
-    PopQueue { queue: String },
+    PopPartition {
+        queue: String,
+        partition: String,
+    },
+    PopQueue {
+        queue: String,
+    },
     PopDiscover,
     Ack,
     AckBatch,
-    LeaseExtend { lease_id: String },
+    LeaseExtend {
+        lease_id: String,
+    },
     Transaction,
     DlqList,
-    MessageRetry { partition_id: String, transaction_id: String },
-    MessageDelete { partition_id: String, transaction_id: String },
+    MessageRetry {
+        partition_id: String,
+        transaction_id: String,
+    },
+    MessageDelete {
+        partition_id: String,
+        transaction_id: String,
+    },
 }
 
 impl Route {
@@ -63,23 +76,43 @@ pub fn route(method: &Method, path: &str) -> Result<Route, ApiError> {
         ["metrics"] => (Method::GET, Route::Metrics),
         ["api", "v1", "configure"] => (Method::POST, Route::Configure),
         ["api", "v1", "push"] => (Method::POST, Route::Push),
-        ["api", "v1", "pop", "queue", q, "partition", p] => {
-            (Method::GET, Route::PopPartition { queue: q.to_string(), partition: p.to_string() })
-        }
-        ["api", "v1", "pop", "queue", q] => (Method::GET, Route::PopQueue { queue: q.to_string() }),
+        ["api", "v1", "pop", "queue", q, "partition", p] => (
+            Method::GET,
+            Route::PopPartition {
+                queue: q.to_string(),
+                partition: p.to_string(),
+            },
+        ),
+        ["api", "v1", "pop", "queue", q] => (
+            Method::GET,
+            Route::PopQueue {
+                queue: q.to_string(),
+            },
+        ),
         ["api", "v1", "pop"] => (Method::GET, Route::PopDiscover),
         ["api", "v1", "ack"] => (Method::POST, Route::Ack),
         ["api", "v1", "ack", "batch"] => (Method::POST, Route::AckBatch),
-        ["api", "v1", "lease", l, "extend"] => (Method::POST, Route::LeaseExtend { lease_id: l.to_string() }),
+        ["api", "v1", "lease", l, "extend"] => (
+            Method::POST,
+            Route::LeaseExtend {
+                lease_id: l.to_string(),
+            },
+        ),
         ["api", "v1", "transaction"] => (Method::POST, Route::Transaction),
         ["api", "v1", "dlq"] => (Method::GET, Route::DlqList),
         ["api", "v1", "messages", p, t, "retry"] => (
             Method::POST,
-            Route::MessageRetry { partition_id: p.to_string(), transaction_id: t.to_string() },
+            Route::MessageRetry {
+                partition_id: p.to_string(),
+                transaction_id: t.to_string(),
+            },
         ),
         ["api", "v1", "messages", p, t] => (
             Method::DELETE,
-            Route::MessageDelete { partition_id: p.to_string(), transaction_id: t.to_string() },
+            Route::MessageDelete {
+                partition_id: p.to_string(),
+                transaction_id: t.to_string(),
+            },
         ),
         _ => return Err(ApiError::not_found(format!("no route for {path}"))),
     };
@@ -99,14 +132,32 @@ mod tests {
     #[test]
     fn routes_decode_parameters() {
         let r = route(&Method::GET, "/api/v1/pop/queue/my%20q/partition/p-1").unwrap();
-        assert_eq!(r, Route::PopPartition { queue: "my q".into(), partition: "p-1".into() });
-        assert_eq!(route(&Method::POST, "/api/v1/ack/batch").unwrap(), Route::AckBatch);
+        assert_eq!(
+            r,
+            Route::PopPartition {
+                queue: "my q".into(),
+                partition: "p-1".into()
+            }
+        );
+        assert_eq!(
+            route(&Method::POST, "/api/v1/ack/batch").unwrap(),
+            Route::AckBatch
+        );
     }
 
     #[test]
     fn unknown_is_404_wrong_method_is_405() {
-        assert_eq!(route(&Method::GET, "/nope").unwrap_err().status, StatusCode::NOT_FOUND);
-        assert_eq!(route(&Method::GET, "/api/v1/push").unwrap_err().status, StatusCode::METHOD_NOT_ALLOWED);
-        assert_eq!(route(&Method::POST, "/health").unwrap_err().status, StatusCode::METHOD_NOT_ALLOWED);
+        assert_eq!(
+            route(&Method::GET, "/nope").unwrap_err().status,
+            StatusCode::NOT_FOUND
+        );
+        assert_eq!(
+            route(&Method::GET, "/api/v1/push").unwrap_err().status,
+            StatusCode::METHOD_NOT_ALLOWED
+        );
+        assert_eq!(
+            route(&Method::POST, "/health").unwrap_err().status,
+            StatusCode::METHOD_NOT_ALLOWED
+        );
     }
 }

@@ -63,7 +63,10 @@ pub async fn handle(app: &App, req: &Request) -> Result<Answer, ApiError> {
 fn validated_options(options: &Map<String, Value>) -> Result<Map<String, Value>, ApiError> {
     for (name, value) in options {
         let Some((_, range)) = OPTIONS.iter().find(|(known, _)| known == name) else {
-            return Err(invalid(name, format!("options.{name} is not an option this broker implements")));
+            return Err(invalid(
+                name,
+                format!("options.{name} is not an option this broker implements"),
+            ));
         };
         let ok = match range {
             Some((min, max)) => value.as_i64().is_some_and(|n| (*min..=*max).contains(&n)),

@@ -14,7 +14,9 @@ pub async fn dispatch(app: &App, req: Request) -> Result<Answer, ApiError> {
         Route::Metrics => Ok(operations::metrics(app)),
         Route::Configure => configure::handle(app, &req).await,
         Route::Push => push::handle(app, &req).await,
-        Route::PopPartition { .. } | Route::PopQueue { .. } | Route::PopDiscover => pop::handle(app, &req).await,
+        Route::PopPartition { .. } | Route::PopQueue { .. } | Route::PopDiscover => {
+            pop::handle(app, &req).await
+        }
         Route::Ack
         | Route::AckBatch
         | Route::LeaseExtend { .. }
@@ -36,14 +38,19 @@ pub async fn frame_at(
     offset: i64,
 ) -> Result<Option<crate::segment::Frame>, ApiError> {
     let row = db
-        .query_opt("SELECT base_offset, blob FROM queen.log_segment_at_v1($1, $2)", &[&partition_id, &offset])
+        .query_opt(
+            "SELECT base_offset, blob FROM queen.log_segment_at_v1($1, $2)",
+            &[&partition_id, &offset],
+        )
         .await
         .map_err(|e| crate::storage::DbError::from_pg("log_segment_at_v1", e))?;
     let Some(row) = row else { return Ok(None) };
     let base: i64 = row.get(0);
     let mut frames = crate::segment::unpack(row.get(1)).map_err(|e| {
         tracing::error!(%partition_id, offset, error = %e, "stored segment cannot be unpacked");
-        ApiError::internal(format!("segment of partition {partition_id} at {offset}: {e}"))
+        ApiError::internal(format!(
+            "segment of partition {partition_id} at {offset}: {e}"
+        ))
     })?;
     let k = (offset - base) as usize;
     Ok((k < frames.len()).then(|| frames.swap_remove(k)))

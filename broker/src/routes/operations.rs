@@ -19,7 +19,10 @@ pub async fn health(app: &App) -> Result<Answer, ApiError> {
     };
     match tokio::time::timeout(Duration::from_secs(2), probe).await {
         Ok(Ok(_)) => Ok(http::json(StatusCode::OK, &json!({"status": "healthy"}))),
-        Ok(Err(e)) => Ok(http::json(StatusCode::SERVICE_UNAVAILABLE, &json!({"status": "unhealthy", "error": e}))),
+        Ok(Err(e)) => Ok(http::json(
+            StatusCode::SERVICE_UNAVAILABLE,
+            &json!({"status": "unhealthy", "error": e}),
+        )),
         Err(_) => Ok(http::json(
             StatusCode::SERVICE_UNAVAILABLE,
             &json!({"status": "unhealthy", "error": "database did not answer within 2 s"}),
@@ -30,5 +33,9 @@ pub async fn health(app: &App) -> Result<Answer, ApiError> {
 /// The Prometheus text exposition.
 pub fn metrics(app: &App) -> Answer {
     let text = app.metrics.render(&|_out| {});
-    http::with_type(StatusCode::OK, Bytes::from(text), "text/plain; version=0.0.4")
+    http::with_type(
+        StatusCode::OK,
+        Bytes::from(text),
+        "text/plain; version=0.0.4",
+    )
 }

@@ -26,9 +26,19 @@ use ackbench_wire::{txn_hash, TxnHash, QUEUE_MODE_GROUP};
 /// Which partitions a pop may lease.
 #[derive(Debug, Clone)]
 pub enum Target {
-    Partition { queue: String, partition: String },
-    Queue { queue: String, partitions: i32 },
-    Discover { namespace: String, task: String, partitions: i32 },
+    Partition {
+        queue: String,
+        partition: String,
+    },
+    Queue {
+        queue: String,
+        partitions: i32,
+    },
+    Discover {
+        namespace: String,
+        task: String,
+        partitions: i32,
+    },
 }
 
 /// A validated pop request.
@@ -55,7 +65,9 @@ pub async fn handle(app: &App, req: &Request) -> Result<Answer, ApiError> {
     let params = parse(req)?;
     let deadline = Instant::now() + params.timeout;
     let key = match &params.target {
-        Target::Partition { queue, .. } | Target::Queue { queue, .. } => WaitKey::Queue(req.tenant, queue.clone()),
+        Target::Partition { queue, .. } | Target::Queue { queue, .. } => {
+            WaitKey::Queue(req.tenant, queue.clone())
+        }
         Target::Discover { .. } => WaitKey::AnyQueueOf(req.tenant),
     };
     let mut parked = false;
@@ -87,22 +99,36 @@ pub async fn handle(app: &App, req: &Request) -> Result<Answer, ApiError> {
 fn parse(req: &Request) -> Result<PopParams, ApiError> {
     let partitions = || int_param(req, "partitions", 1, 1, 10_000);
     let target = match &req.route {
-        Route::PopPartition { queue, partition } => {
-            Target::Partition { queue: queue.clone(), partition: partition.clone() }
-        }
-        Route::PopQueue { queue } => Target::Queue { queue: queue.clone(), partitions: partitions()? },
+        Route::PopPartition { queue, partition } => Target::Partition {
+            queue: queue.clone(),
+            partition: partition.clone(),
+        },
+        Route::PopQueue { queue } => Target::Queue {
+            queue: queue.clone(),
+            partitions: partitions()?,
+        },
         _ => {
             let namespace = req.param("namespace").unwrap_or("").to_string();
             let task = req.param("task").unwrap_or("").to_string();
             if namespace.is_empty() && task.is_empty() {
-                return Err(ApiError::bad_request("namespace or task is required for a discovery pop"));
+                return Err(ApiError::bad_request(
+                    "namespace or task is required for a discovery pop",
+                ));
             }
-            Target::Discover { namespace, task, partitions: partitions()? }
+            Target::Discover {
+                namespace,
+                task,
+                partitions: partitions()?,
+            }
         }
     };
     let group = match req.param("consumerGroup") {
         None => None,
-        Some("") => return Err(ApiError::bad_request("consumerGroup must be a non-empty string")),
+        Some("") => {
+            return Err(ApiError::bad_request(
+                "consumerGroup must be a non-empty string",
+            ))
+        }
         Some(g) if g == QUEUE_MODE_GROUP => None,
         Some(g) => Some(g.to_string()),
     };
@@ -110,7 +136,9 @@ fn parse(req: &Request) -> Result<PopParams, ApiError> {
         "all" => false,
         "new" => true,
         other => {
-            return Err(ApiError::bad_request(format!("subscriptionMode must be `all` or `new`, not `{other}`")))
+            return Err(ApiError::bad_request(format!(
+                "subscriptionMode must be `all` or `new`, not `{other}`"
+            )))
         }
     };
     Ok(PopParams {
@@ -135,7 +163,11 @@ fn int_param(req: &Request, name: &str, default: i32, min: i32, max: i32) -> Res
             .parse::<i32>()
             .ok()
             .filter(|n| (min..=max).contains(n))
-            .ok_or_else(|| ApiError::bad_request(format!("{name} must be a whole number in {min}..={max}, not `{raw}`"))),
+            .ok_or_else(|| {
+                ApiError::bad_request(format!(
+                    "{name} must be a whole number in {min}..={max}, not `{raw}`"
+                ))
+            }),
     }
 }
 
@@ -144,53 +176,99 @@ fn bool_param(req: &Request, name: &str) -> Result<bool, ApiError> {
         None => Ok(false),
         Some("true" | "1") => Ok(true),
         Some("false" | "0") => Ok(false),
-        Some(raw) => Err(ApiError::bad_request(format!("{name} must be true or false, not `{raw}`"))),
+        Some(raw) => Err(ApiError::bad_request(format!(
+            "{name} must be true or false, not `{raw}`"
+        ))),
     }
 }
 
 /// One attempt: claim and unpack, or `None` when there is nothing to deliver.
 async fn pop_once(app: &App, tenant: Uuid, p: &PopParams) -> Result<Option<Answer>, ApiError> {
-    let worker = if p.auto_ack { String::new() } else { Uuid::now_v7().to_string() };
+    let worker = if p.auto_ack {
+        String::new()
+    } else {
+        Uuid::now_v7().to_string()
+    };
     let group = p.group.as_deref().unwrap_or(QUEUE_MODE_GROUP);
     let rows = claim(app, tenant, p, group, &worker).await?;
     if rows.is_empty() {
         return Ok(None);
     }
     let (answer, spans) = build_answer(&rows, p, &worker)?;
-    Metrics::add(&app.metrics.messages_delivered, answer.messages.len() as u64);
+    Metrics::add(
+        &app.metrics.messages_delivered,
+        answer.messages.len() as u64,
+    );
     if !p.auto_ack {
         crate::routes::on_leased(app, group, &worker, spans);
     }
     Ok(Some(http::json(StatusCode::OK, &answer)))
 }
 
-async fn claim(app: &App, tenant: Uuid, p: &PopParams, group: &str, worker: &str) -> Result<Vec<Row>, ApiError> {
-    const COLUMNS: &str = "partition_id, queue_name, partition_name, span_start, span_end, attempt, \
+async fn claim(
+    app: &App,
+    tenant: Uuid,
+    p: &PopParams,
+    group: &str,
+    worker: &str,
+) -> Result<Vec<Row>, ApiError> {
+    const COLUMNS: &str =
+        "partition_id, queue_name, partition_name, span_start, span_end, attempt, \
                            seg_base, seg_created, blob";
     let db = app.db("pop").await?;
     let common = (&p.batch, &p.lease_seconds, &p.subscription_new, &p.auto_ack);
     let result = match &p.target {
         Target::Partition { queue, partition } => {
-            let sql = format!("SELECT {COLUMNS} FROM queen.log_pop_v1($1, $2, $3, $4, $5, $6, $7, $8, $9)");
-            let stmt = db.prepare_cached(&sql).await.map_err(|e| DbError::from_pg("log_pop_v1", e))?;
-            db.query(&stmt, &[&tenant, queue, partition, &group, &worker, common.0, common.1, common.2, common.3])
+            let sql = format!(
+                "SELECT {COLUMNS} FROM queen.log_pop_v1($1, $2, $3, $4, $5, $6, $7, $8, $9)"
+            );
+            let stmt = db
+                .prepare_cached(&sql)
                 .await
+                .map_err(|e| DbError::from_pg("log_pop_v1", e))?;
+            db.query(
+                &stmt,
+                &[
+                    &tenant, queue, partition, &group, &worker, common.0, common.1, common.2,
+                    common.3,
+                ],
+            )
+            .await
         }
         Target::Queue { queue, partitions } => {
             let sql =
                 format!("SELECT {COLUMNS} FROM queen.log_pop_wildcard_v1($1, $2, $3, $4, $5, $6, $7, $8, $9)");
-            let stmt = db.prepare_cached(&sql).await.map_err(|e| DbError::from_pg("log_pop_wildcard_v1", e))?;
-            db.query(&stmt, &[&tenant, queue, &group, &worker, common.0, partitions, common.1, common.2, common.3])
+            let stmt = db
+                .prepare_cached(&sql)
                 .await
+                .map_err(|e| DbError::from_pg("log_pop_wildcard_v1", e))?;
+            db.query(
+                &stmt,
+                &[
+                    &tenant, queue, &group, &worker, common.0, partitions, common.1, common.2,
+                    common.3,
+                ],
+            )
+            .await
         }
-        Target::Discover { namespace, task, partitions } => {
+        Target::Discover {
+            namespace,
+            task,
+            partitions,
+        } => {
             let sql = format!(
                 "SELECT {COLUMNS} FROM queen.log_pop_discover_v1($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
             );
-            let stmt = db.prepare_cached(&sql).await.map_err(|e| DbError::from_pg("log_pop_discover_v1", e))?;
+            let stmt = db
+                .prepare_cached(&sql)
+                .await
+                .map_err(|e| DbError::from_pg("log_pop_discover_v1", e))?;
             db.query(
                 &stmt,
-                &[&tenant, namespace, task, &group, &worker, common.0, partitions, common.1, common.2, common.3],
+                &[
+                    &tenant, namespace, task, &group, &worker, common.0, partitions, common.1,
+                    common.2, common.3,
+                ],
             )
             .await
         }
@@ -239,7 +317,11 @@ fn build_answer<'a>(
         let pid: Uuid = row.get("partition_id");
         let (start, end): (i64, i64) = (row.get("span_start"), row.get("span_end"));
         if spans.last().is_none_or(|s| s.partition_id != pid) {
-            spans.push(LeasedSpan { partition_id: pid, span_end: end, hashes: Vec::new() });
+            spans.push(LeasedSpan {
+                partition_id: pid,
+                span_end: end,
+                hashes: Vec::new(),
+            });
         }
         let base: i64 = row.get("seg_base");
         let created: SystemTime = row.get("seg_created");
@@ -254,8 +336,14 @@ fn build_answer<'a>(
                 continue;
             }
             let data = RawValue::from_string(String::from_utf8_lossy(&frame.payload).into_owned())
-                .map_err(|e| ApiError::internal(format!("stored payload at {pid}/{offset} is not JSON: {e}")))?;
-            spans.last_mut().expect("pushed above").hashes.push(txn_hash(&frame.transaction_id));
+                .map_err(|e| {
+                    ApiError::internal(format!("stored payload at {pid}/{offset} is not JSON: {e}"))
+                })?;
+            spans
+                .last_mut()
+                .expect("pushed above")
+                .hashes
+                .push(txn_hash(&frame.transaction_id));
             messages.push(MessageOut {
                 id: frame.message_id.to_string(),
                 transaction_id: frame.transaction_id,

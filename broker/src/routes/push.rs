@@ -60,7 +60,10 @@ pub fn validate_items(values: &[Value], path: &str) -> Result<Vec<Item>, ApiErro
         .map(|(i, v)| {
             let f = Fields::of(v, format!("{path}[{i}]"))?;
             let queue = f.req_nonempty("queue")?.to_string();
-            let partition = f.opt_nonempty("partition")?.unwrap_or("Default").to_string();
+            let partition = f
+                .opt_nonempty("partition")?
+                .unwrap_or("Default")
+                .to_string();
             let message_id = Uuid::now_v7();
             let transaction_id = match f.opt_nonempty("transactionId")? {
                 Some(t) if t.len() > MAX_TXN_BYTES => {
@@ -74,21 +77,38 @@ pub fn validate_items(values: &[Value], path: &str) -> Result<Vec<Item>, ApiErro
             };
             let payload = match f.map.get("payload") {
                 Some(p) => serde_json::to_vec(p).expect("JSON values serialise"),
-                None => return Err(ApiError::bad_request(format!("{} is required", f.name("payload")))),
+                None => {
+                    return Err(ApiError::bad_request(format!(
+                        "{} is required",
+                        f.name("payload")
+                    )))
+                }
             };
-            Ok(Item { queue, partition, transaction_id, message_id, payload })
+            Ok(Item {
+                queue,
+                partition,
+                transaction_id,
+                message_id,
+                payload,
+            })
         })
         .collect()
 }
 
 /// Writes the items and answers one result per item, in input order.
-pub async fn push_items(app: &App, tenant: Uuid, items: &[Item]) -> Result<Vec<PushResult>, ApiError> {
+pub async fn push_items(
+    app: &App,
+    tenant: Uuid,
+    items: &[Item],
+) -> Result<Vec<PushResult>, ApiError> {
     let groups = group_by_partition(items);
     let mut outcome: Vec<Outcome> = items.iter().map(|_| Outcome::Pending).collect();
     let db = app.db("push").await?;
     let stmt = db
-        .prepare_cached("SELECT ordinal, partition_id, written, dup_index, dup_offset, dup_first \
-                         FROM queen.log_push_v1($1, $2, $3, $4, $5)")
+        .prepare_cached(
+            "SELECT ordinal, partition_id, written, dup_index, dup_offset, dup_first \
+                         FROM queen.log_push_v1($1, $2, $3, $4, $5)",
+        )
         .await
         .map_err(|e| DbError::from_pg("log_push_v1", e))?;
     loop {
@@ -97,7 +117,16 @@ pub async fn push_items(app: &App, tenant: Uuid, items: &[Item]) -> Result<Vec<P
             break;
         }
         let rows = db
-            .query(&stmt, &[&tenant, &call.queues, &call.partitions, &call.hashes, &call.blobs])
+            .query(
+                &stmt,
+                &[
+                    &tenant,
+                    &call.queues,
+                    &call.partitions,
+                    &call.hashes,
+                    &call.blobs,
+                ],
+            )
             .await
             .map_err(|e| DbError::from_pg("log_push_v1", e))?;
         let written = rows.iter().all(|r| r.get::<_, bool>("written"));
@@ -127,7 +156,10 @@ pub async fn push_items(app: &App, tenant: Uuid, items: &[Item]) -> Result<Vec<P
     let originals = original_ids(&db, &outcome).await?;
     drop(db);
 
-    let queued = outcome.iter().filter(|o| matches!(o, Outcome::Queued)).count() as u64;
+    let queued = outcome
+        .iter()
+        .filter(|o| matches!(o, Outcome::Queued))
+        .count() as u64;
     Metrics::add(&app.metrics.messages_pushed, queued);
     Metrics::add(&app.metrics.messages_duplicate, items.len() as u64 - queued);
     for g in &groups {
@@ -157,10 +189,12 @@ fn group_by_partition(items: &[Item]) -> Vec<Vec<usize>> {
     let mut index: HashMap<(&str, &str), usize> = HashMap::new();
     let mut groups: Vec<Vec<usize>> = Vec::new();
     for (i, item) in items.iter().enumerate() {
-        let g = *index.entry((&item.queue, &item.partition)).or_insert_with(|| {
-            groups.push(Vec::new());
-            groups.len() - 1
-        });
+        let g = *index
+            .entry((&item.queue, &item.partition))
+            .or_insert_with(|| {
+                groups.push(Vec::new());
+                groups.len() - 1
+            });
         groups[g].push(i);
     }
     groups
@@ -177,11 +211,19 @@ struct PushCall {
 
 impl PushCall {
     fn build(items: &[Item], groups: &[Vec<usize>], outcome: &[Outcome]) -> PushCall {
-        let mut call =
-            PushCall { members: vec![], queues: vec![], partitions: vec![], hashes: vec![], blobs: vec![] };
+        let mut call = PushCall {
+            members: vec![],
+            queues: vec![],
+            partitions: vec![],
+            hashes: vec![],
+            blobs: vec![],
+        };
         for g in groups {
-            let members: Vec<usize> =
-                g.iter().copied().filter(|&i| matches!(outcome[i], Outcome::Pending)).collect();
+            let members: Vec<usize> = g
+                .iter()
+                .copied()
+                .filter(|&i| matches!(outcome[i], Outcome::Pending))
+                .collect();
             if members.is_empty() {
                 continue;
             }
@@ -193,7 +235,12 @@ impl PushCall {
                     payload: &items[i].payload,
                 })
                 .collect();
-            call.hashes.push(members.iter().flat_map(|&i| txn_hash(&items[i].transaction_id)).collect());
+            call.hashes.push(
+                members
+                    .iter()
+                    .flat_map(|&i| txn_hash(&items[i].transaction_id))
+                    .collect(),
+            );
             call.blobs.push(segment::pack(&frames));
             call.queues.push(items[g[0]].queue.clone());
             call.partitions.push(items[g[0]].partition.clone());
@@ -210,7 +257,9 @@ async fn original_ids(
 ) -> Result<HashMap<(Uuid, i64), Uuid>, ApiError> {
     let mut ids = HashMap::new();
     for o in outcome {
-        let Outcome::DuplicateOfStored(pid, off) = o else { continue };
+        let Outcome::DuplicateOfStored(pid, off) = o else {
+            continue;
+        };
         if ids.contains_key(&(*pid, *off)) {
             continue;
         }

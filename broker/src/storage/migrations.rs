@@ -18,7 +18,11 @@ pub struct Migration {
 
 macro_rules! migration {
     ($version:expr, $file:literal) => {
-        Migration { version: $version, name: $file, sql: include_str!(concat!("../../../sql/", $file)) }
+        Migration {
+            version: $version,
+            name: $file,
+            sql: include_str!(concat!("../../../sql/", $file)),
+        }
     };
 }
 
@@ -35,7 +39,10 @@ const LOCK_KEY: i64 = 0x5155_4545_4e5f_4d49; // "QUEEN_MI"
 
 /// Applies every pending migration; returns how many were applied by this call.
 pub async fn apply(client: &mut Client) -> Result<usize, String> {
-    let tx = client.transaction().await.map_err(|e| format!("begin: {e}"))?;
+    let tx = client
+        .transaction()
+        .await
+        .map_err(|e| format!("begin: {e}"))?;
     tx.execute("SELECT pg_advisory_xact_lock($1)", &[&LOCK_KEY])
         .await
         .map_err(|e| format!("migration lock: {e}"))?;
@@ -53,18 +60,19 @@ pub async fn apply(client: &mut Client) -> Result<usize, String> {
     for m in MIGRATIONS {
         let checksum = xxh3_64(m.sql.as_bytes()) as i64;
         let row = tx
-            .query_opt("SELECT checksum FROM queen.schema_migrations WHERE version = $1", &[&m.version])
+            .query_opt(
+                "SELECT checksum FROM queen.schema_migrations WHERE version = $1",
+                &[&m.version],
+            )
             .await
             .map_err(|e| format!("reading migration state: {e}"))?;
         match row {
             Some(row) if row.get::<_, i64>(0) == checksum => continue,
-            Some(_) => {
-                return Err(format!(
-                    "migration {} was applied with a different text; this database belongs to another \
+            Some(_) => return Err(format!(
+                "migration {} was applied with a different text; this database belongs to another \
                      version of the broker",
-                    m.name
-                ))
-            }
+                m.name
+            )),
             None => {}
         }
         tx.batch_execute(m.sql)
@@ -78,7 +86,9 @@ pub async fn apply(client: &mut Client) -> Result<usize, String> {
         .map_err(|e| format!("recording {}: {e}", m.name))?;
         applied += 1;
     }
-    tx.commit().await.map_err(|e| format!("commit migrations: {e}"))?;
+    tx.commit()
+        .await
+        .map_err(|e| format!("commit migrations: {e}"))?;
     Ok(applied)
 }
 

@@ -13,7 +13,9 @@ pub fn pool(database: &tokio_postgres::Config, size: usize) -> Result<Pool, Stri
     let manager = Manager::from_config(
         database.clone(),
         NoTls,
-        ManagerConfig { recycling_method: RecyclingMethod::Fast },
+        ManagerConfig {
+            recycling_method: RecyclingMethod::Fast,
+        },
     );
     Pool::builder(manager)
         .max_size(size)
@@ -43,11 +45,19 @@ impl DbError {
             Some(db) => format!("{} ({})", db.message(), db.code().code()),
             None => e.to_string(),
         };
-        DbError { context, message, code }
+        DbError {
+            context,
+            message,
+            code,
+        }
     }
 
     pub fn from_pool(context: &'static str, e: deadpool_postgres::PoolError) -> DbError {
-        DbError { context, message: format!("no database connection: {e}"), code: None }
+        DbError {
+            context,
+            message: format!("no database connection: {e}"),
+            code: None,
+        }
     }
 
     /// The message PostgreSQL raised, when this was a raised exception (`QDUP ...`, `QTXN ...`).

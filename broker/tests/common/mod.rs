@@ -1,0 +1,173 @@
+//! Test harness: a real broker (in-process, real HTTP on a loopback port) against a fresh
+//! database on the process's throwaway PostgreSQL cluster.
+#![allow(dead_code)]
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use ackbench_broker::{Broker, Config};
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::{Method, StatusCode};
+use hyper_util::client::legacy::{connect::HttpConnector, Client};
+use serde_json::Value;
+
+static NEXT_DB: AtomicUsize = AtomicUsize::new(0);
+
+/// A fresh database on the shared cluster; returns (url, tokio_postgres config).
+pub fn fresh_database(prefix: &str) -> (String, tokio_postgres::Config) {
+    let cluster = throwaway_pg::shared();
+    let n = NEXT_DB.fetch_add(1, Ordering::SeqCst);
+    let name = format!("{prefix}_{}_{n}", std::process::id());
+    let url = cluster
+        .create_database(&name)
+        .expect("create test database");
+    (url.clone(), url.parse().expect("a valid url"))
+}
+
+/// A broker on its own database.
+pub struct TestBroker {
+    pub broker: Broker,
+    pub http: Http,
+    pub db_url: String,
+}
+
+impl TestBroker {
+    pub async fn start() -> TestBroker {
+        TestBroker::start_with(|_| {}).await
+    }
+
+    pub async fn start_with(tweak: impl FnOnce(&mut Config)) -> TestBroker {
+        let (db_url, database) = fresh_database("broker");
+        let mut config = Config::for_database(database);
+        tweak(&mut config);
+        let broker = Broker::start(config).await.expect("broker starts");
+        let http = Http::new(broker.url());
+        TestBroker {
+            broker,
+            http,
+            db_url,
+        }
+    }
+
+    /// A direct database connection for assertions.
+    pub async fn sql(&self) -> tokio_postgres::Client {
+        let (client, conn) = tokio_postgres::connect(&self.db_url, tokio_postgres::NoTls)
+            .await
+            .expect("connect");
+        tokio::spawn(conn);
+        client
+    }
+}
+
+/// A small JSON-over-HTTP client.
+#[derive(Clone)]
+pub struct Http {
+    pub base: String,
+    client: Client<HttpConnector, Full<Bytes>>,
+}
+
+/// An answer: status, parsed JSON body (Null when empty), raw body, headers.
+#[derive(Debug)]
+pub struct Reply {
+    pub status: StatusCode,
+    pub json: Value,
+    pub text: String,
+}
+
+impl Http {
+    pub fn new(base: String) -> Http {
+        let client = Client::builder(hyper_util::rt::TokioExecutor::new()).build_http();
+        Http { base, client }
+    }
+
+    pub async fn send(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<Vec<u8>>,
+        headers: &[(&str, &str)],
+    ) -> Reply {
+        let mut req = hyper::Request::builder()
+            .method(method)
+            .uri(format!("{}{}", self.base, path));
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        if body.is_some() {
+            req = req.header("content-type", "application/json");
+        }
+        let req = req
+            .body(Full::new(Bytes::from(body.unwrap_or_default())))
+            .unwrap();
+        let resp = tokio::time::timeout(Duration::from_secs(60), self.client.request(req))
+            .await
+            .expect("answer within 60 s")
+            .expect("request succeeds");
+        let status = resp.status();
+        let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+        let text = String::from_utf8_lossy(&bytes).into_owned();
+        let json = if bytes.is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_slice(&bytes).unwrap_or(Value::Null)
+        };
+        Reply { status, json, text }
+    }
+
+    pub async fn post(&self, path: &str, body: Value) -> Reply {
+        self.send(
+            Method::POST,
+            path,
+            Some(serde_json::to_vec(&body).unwrap()),
+            &[],
+        )
+        .await
+    }
+
+    pub async fn post_raw(&self, path: &str, body: &[u8]) -> Reply {
+        self.send(Method::POST, path, Some(body.to_vec()), &[])
+            .await
+    }
+
+    pub async fn get(&self, path: &str) -> Reply {
+        self.send(Method::GET, path, None, &[]).await
+    }
+
+    pub async fn delete(&self, path: &str) -> Reply {
+        self.send(Method::DELETE, path, None, &[]).await
+    }
+
+    /// Pushes `(partition, transactionId)` items to `queue`, asserting 201.
+    pub async fn push(&self, queue: &str, items: &[(&str, &str)]) -> Vec<Value> {
+        let items: Vec<Value> = items
+            .iter()
+            .map(|(p, t)| serde_json::json!({"queue": queue, "partition": p, "transactionId": t, "payload": {"t": t}}))
+            .collect();
+        let r = self
+            .post("/api/v1/push", serde_json::json!({ "items": items }))
+            .await;
+        assert_eq!(r.status, StatusCode::CREATED, "push failed: {}", r.text);
+        r.json.as_array().unwrap().clone()
+    }
+
+    /// Pops a named partition; `query` is appended (e.g. "batch=10&consumerGroup=g").
+    pub async fn pop(&self, queue: &str, partition: &str, query: &str) -> Reply {
+        self.get(&format!(
+            "/api/v1/pop/queue/{queue}/partition/{partition}?{query}"
+        ))
+        .await
+    }
+}
+
+/// The transactionIds of a pop answer, in order.
+pub fn txns(reply: &Reply) -> Vec<String> {
+    reply.json["messages"]
+        .as_array()
+        .map(|m| {
+            m.iter()
+                .map(|x| x["transactionId"].as_str().unwrap().to_string())
+                .collect()
+        })
+        .unwrap_or_default()
+}
