@@ -1,1 +1,9 @@
-//! placeholder
+//! The results document of an `ackbench` run, and everything rendered from it.
+//!
+//! `results` is the contract between measuring and rendering: the load generator writes it,
+//! and the report, the gates and any later tool read only it (OpenMessaging-Benchmark style:
+//! a run is a JSON document any later tool can re-render). `stats` holds the statistics over
+//! rounds and histograms that both sides share.
+
+pub mod results;
+pub mod stats;

@@ -1,0 +1,116 @@
+//! Statistics shared by the measuring side and the rendering side: spreads over rounds, and
+//! HDR histograms serialised into the results file (so runs can be merged and percentiles
+//! recomputed, never averaged).
+
+use base64::Engine;
+use hdrhistogram::serialization::{Deserializer, Serializer, V2Serializer};
+use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
+
+/// A figure over rounds: the median, with the min and max beside it.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
+pub struct Spread {
+    pub median: f64,
+    pub min: f64,
+    pub max: f64,
+}
+
+impl Spread {
+    /// The spread of `values` (NaN-free; an empty slice gives zeros).
+    pub fn of(values: &[f64]) -> Spread {
+        let mut v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
+        if v.is_empty() {
+            return Spread::default();
+        }
+        v.sort_by(|a, b| a.partial_cmp(b).expect("finite"));
+        Spread {
+            median: median_sorted(&v),
+            min: v[0],
+            max: v[v.len() - 1],
+        }
+    }
+}
+
+fn median_sorted(v: &[f64]) -> f64 {
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+/// Latency histograms record microseconds from 1 µs to 1 hour with 3 significant digits.
+pub fn new_histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 3_600_000_000, 3).expect("valid bounds")
+}
+
+/// Serialises a histogram as base64 of the HdrHistogram V2 format.
+pub fn encode_histogram(h: &Histogram<u64>) -> String {
+    let mut buf = Vec::new();
+    V2Serializer::new()
+        .serialize(h, &mut buf)
+        .expect("serialise into memory");
+    base64::engine::general_purpose::STANDARD.encode(buf)
+}
+
+/// Reads a histogram written by `encode_histogram`.
+pub fn decode_histogram(text: &str) -> Result<Histogram<u64>, String> {
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(text)
+        .map_err(|e| format!("histogram is not base64: {e}"))?;
+    Deserializer::new()
+        .deserialize(&mut bytes.as_slice())
+        .map_err(|e| format!("histogram cannot be read: {e:?}"))
+}
+
+/// Percentiles of a histogram of microseconds, in milliseconds.
+pub fn percentiles_ms(h: &Histogram<u64>) -> crate::results::Percentiles<f64> {
+    let ms = |us: u64| us as f64 / 1000.0;
+    crate::results::Percentiles {
+        count: h.len() as f64,
+        mean: h.mean() / 1000.0,
+        p50: ms(h.value_at_quantile(0.50)),
+        p90: ms(h.value_at_quantile(0.90)),
+        p99: ms(h.value_at_quantile(0.99)),
+        p999: ms(h.value_at_quantile(0.999)),
+        max: ms(h.max()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spread_of_rounds() {
+        assert_eq!(
+            Spread::of(&[3.0, 1.0, 2.0]),
+            Spread {
+                median: 2.0,
+                min: 1.0,
+                max: 3.0
+            }
+        );
+        assert_eq!(Spread::of(&[4.0, 1.0]).median, 2.5);
+        assert_eq!(Spread::of(&[]), Spread::default());
+        assert_eq!(Spread::of(&[f64::NAN, 5.0]).median, 5.0);
+    }
+
+    #[test]
+    fn histograms_round_trip_and_merge() {
+        let mut a = new_histogram();
+        for v in 1..=1000u64 {
+            a.record(v * 1000).unwrap();
+        }
+        let text = encode_histogram(&a);
+        let mut b = decode_histogram(&text).unwrap();
+        assert_eq!(b.len(), 1000);
+        b.add(&a).unwrap();
+        let p = percentiles_ms(&b);
+        assert_eq!(p.count, 2000.0);
+        assert!((p.p50 - 500.0).abs() < 1.0, "{p:?}");
+        assert!((p.max - 1000.0).abs() < 1.0);
+        assert!(decode_histogram("!!").is_err());
+    }
+}
