@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::stats::Spread;
+use crate::stats::{Nan, Spread};
 
 /// Bumped whenever a reader of an older document could misread a newer one.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -108,42 +108,69 @@ pub struct CellResults {
 
 /// Every figure of a cell, as numbers in a round (`T = f64`) or spreads in a summary.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
-pub struct Figures<T> {
+#[serde(bound(deserialize = "T: serde::Deserialize<'de> + Nan"))]
+pub struct Figures<T: Nan> {
+    #[serde(deserialize_with = "crate::stats::nullable")]
     pub acked_messages: T,
+    #[serde(deserialize_with = "crate::stats::nullable")]
     pub ack_requests: T,
+    #[serde(deserialize_with = "crate::stats::nullable")]
     pub pushed_messages: T,
+    #[serde(deserialize_with = "crate::stats::nullable")]
     pub push_requests: T,
+    #[serde(deserialize_with = "crate::stats::nullable")]
     pub popped_messages: T,
+    #[serde(deserialize_with = "crate::stats::nullable")]
     pub pop_requests: T,
     /// Acked messages per second of the measured window.
+    #[serde(deserialize_with = "crate::stats::nullable")]
     pub ack_throughput: T,
+    #[serde(deserialize_with = "crate::stats::nullable")]
     pub push_throughput: T,
     /// `pg_stat_database.xact_commit` delta of the benchmark database.
+    #[serde(deserialize_with = "crate::stats::nullable")]
     pub commits: T,
     /// Writing transactions (`pg_snapshot_xmax` delta): lag-free, excludes read-only commits.
+    #[serde(deserialize_with = "crate::stats::nullable")]
     pub write_commits: T,
+    #[serde(deserialize_with = "crate::stats::nullable")]
     pub commits_per_sec: T,
     /// All of the database's commits per acked message.
+    #[serde(deserialize_with = "crate::stats::nullable")]
     pub commits_per_ack: T,
     /// Top-level calls of the ack procedures (each its own transaction) per acked message.
+    #[serde(deserialize_with = "crate::stats::nullable")]
     pub ack_commits_per_ack: T,
+    #[serde(deserialize_with = "crate::stats::nullable")]
     pub commits_per_ack_request: T,
+    #[serde(deserialize_with = "crate::stats::nullable")]
     pub wal_records: T,
+    #[serde(deserialize_with = "crate::stats::nullable")]
     pub wal_bytes: T,
+    #[serde(deserialize_with = "crate::stats::nullable")]
     pub wal_syncs: T,
+    #[serde(deserialize_with = "crate::stats::nullable")]
     pub wal_syncs_per_ack: T,
+    #[serde(deserialize_with = "crate::stats::nullable")]
     pub wal_syncs_per_commit: T,
+    #[serde(deserialize_with = "crate::stats::nullable")]
     pub wal_bytes_per_ack: T,
     /// `pg_stat_statements` total execution ms of the broker's procedures per acked message.
+    #[serde(deserialize_with = "crate::stats::nullable")]
     pub pg_exec_ms_per_ack: T,
     /// The same, split by procedure (the ack procedures, push, pop, ...).
+    #[serde(deserialize_with = "crate::stats::nullable_map")]
     pub pg_exec_ms_per_ack_by_procedure: BTreeMap<String, T>,
     /// Registry hits / (hits + misses) over the window, from the broker's `/metrics`.
+    #[serde(deserialize_with = "crate::stats::nullable")]
     pub registry_hit_rate: T,
     /// Fusion rows per flush commit over the window, from the broker's `/metrics`.
+    #[serde(deserialize_with = "crate::stats::nullable")]
     pub fusion_rows_per_commit: T,
     /// Redeliveries (deliveries beyond the first of a transactionId) in the window.
+    #[serde(deserialize_with = "crate::stats::nullable")]
     pub redeliveries: T,
+    #[serde(deserialize_with = "crate::stats::nullable")]
     pub errors: T,
     /// Client-side latency (open loop: from the intended send time).
     pub latency_ms: BTreeMap<String, Percentiles<T>>,
@@ -154,19 +181,29 @@ pub struct Figures<T> {
     /// calls, execution ms, rows, WAL bytes.
     pub statements: BTreeMap<String, Statement<T>>,
     /// CPU seconds per operation (push, pop and ack requests) of the load generator itself.
+    #[serde(deserialize_with = "crate::stats::nullable")]
     pub loadgen_cpu_us_per_op: T,
     /// CPU of the broker process over the window, in cores (embedded brokers only).
+    #[serde(deserialize_with = "crate::stats::nullable")]
     pub broker_cpu_cores: T,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
-pub struct Percentiles<T> {
+#[serde(bound(deserialize = "T: serde::Deserialize<'de> + Nan"))]
+pub struct Percentiles<T: Nan> {
+    #[serde(deserialize_with = "crate::stats::nullable")]
     pub count: T,
+    #[serde(deserialize_with = "crate::stats::nullable")]
     pub mean: T,
+    #[serde(deserialize_with = "crate::stats::nullable")]
     pub p50: T,
+    #[serde(deserialize_with = "crate::stats::nullable")]
     pub p90: T,
+    #[serde(deserialize_with = "crate::stats::nullable")]
     pub p99: T,
+    #[serde(deserialize_with = "crate::stats::nullable")]
     pub p999: T,
+    #[serde(deserialize_with = "crate::stats::nullable")]
     pub max: T,
 }
 
@@ -186,10 +223,15 @@ impl Percentiles<f64> {
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
-pub struct Statement<T> {
+#[serde(bound(deserialize = "T: serde::Deserialize<'de> + Nan"))]
+pub struct Statement<T: Nan> {
+    #[serde(deserialize_with = "crate::stats::nullable")]
     pub calls: T,
+    #[serde(deserialize_with = "crate::stats::nullable")]
     pub total_exec_ms: T,
+    #[serde(deserialize_with = "crate::stats::nullable")]
     pub rows: T,
+    #[serde(deserialize_with = "crate::stats::nullable")]
     pub wal_bytes: T,
 }
 

@@ -10,17 +10,57 @@ use serde::{Deserialize, Serialize};
 /// A figure over rounds: the median, with the min and max beside it.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
 pub struct Spread {
+    #[serde(deserialize_with = "nullable")]
     pub median: f64,
+    #[serde(deserialize_with = "nullable")]
     pub min: f64,
+    #[serde(deserialize_with = "nullable")]
     pub max: f64,
 }
 
+/// Figures whose denominator was zero are NaN ("no such ratio", not zero). JSON has no NaN:
+/// serde_json writes it as `null`, and these read `null` back as NaN.
+pub trait Nan: Sized {
+    fn nan() -> Self;
+}
+
+impl Nan for f64 {
+    fn nan() -> f64 {
+        f64::NAN
+    }
+}
+
+impl Nan for Spread {
+    fn nan() -> Spread {
+        Spread { median: f64::NAN, min: f64::NAN, max: f64::NAN }
+    }
+}
+
+/// Reads a number (or spread) where `null` stands for NaN.
+pub fn nullable<'de, D, T>(d: D) -> Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de> + Nan,
+{
+    Ok(Option::<T>::deserialize(d)?.unwrap_or_else(T::nan))
+}
+
+/// `nullable` for the values of a map.
+pub fn nullable_map<'de, D, T>(d: D) -> Result<std::collections::BTreeMap<String, T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de> + Nan,
+{
+    let raw = std::collections::BTreeMap::<String, Option<T>>::deserialize(d)?;
+    Ok(raw.into_iter().map(|(k, v)| (k, v.unwrap_or_else(T::nan))).collect())
+}
+
 impl Spread {
-    /// The spread of `values` (NaN-free; an empty slice gives zeros).
+    /// The spread of the finite `values`; NaN when there are none (no such figure).
     pub fn of(values: &[f64]) -> Spread {
         let mut v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
         if v.is_empty() {
-            return Spread::default();
+            return Spread::nan();
         }
         v.sort_by(|a, b| a.partial_cmp(b).expect("finite"));
         Spread {
@@ -93,7 +133,7 @@ mod tests {
             }
         );
         assert_eq!(Spread::of(&[4.0, 1.0]).median, 2.5);
-        assert_eq!(Spread::of(&[]), Spread::default());
+        assert!(Spread::of(&[]).median.is_nan());
         assert_eq!(Spread::of(&[f64::NAN, 5.0]).median, 5.0);
     }
 
@@ -112,5 +152,15 @@ mod tests {
         assert!((p.p50 - 500.0).abs() < 1.0, "{p:?}");
         assert!((p.max - 1000.0).abs() < 1.0);
         assert!(decode_histogram("!!").is_err());
+    }
+
+    #[test]
+    fn nan_survives_json_as_null() {
+        let s = Spread { median: f64::NAN, min: 1.0, max: 2.0 };
+        let text = serde_json::to_string(&s).unwrap();
+        assert_eq!(text, r#"{"median":null,"min":1.0,"max":2.0}"#);
+        let back: Spread = serde_json::from_str(&text).unwrap();
+        assert!(back.median.is_nan());
+        assert_eq!(back.max, 2.0);
     }
 }
