@@ -1,1 +1,13 @@
-//! placeholder
+//! `ackbench`, the load generator: declarative scenarios (`scenario`) driven against the broker
+//! (`target`, `client`, `workload`) with each accelerator on and off (`run`), measured from the
+//! client, PostgreSQL and the broker (`measure`), audited, and written as one results document.
+
+pub mod cli;
+pub mod client;
+pub mod measure;
+pub mod meta;
+pub mod progress;
+pub mod run;
+pub mod scenario;
+pub mod target;
+pub mod workload;

@@ -1,1 +1,95 @@
-fn main() {}
+//! `ackbench`: the command line.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+use ackbench::scenario::Overrides;
+
+#[derive(Parser)]
+#[command(
+    name = "ackbench",
+    version,
+    about = "Load generator and benchmark for the ackbench broker's ack path"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run a scenario across the accelerator cells and write results.json and report.html.
+    Run(RunArgs),
+}
+
+#[derive(clap::Args)]
+struct RunArgs {
+    /// The scenario file (see scenarios/).
+    scenario: PathBuf,
+    /// Output directory (default reports/runs/<timestamp>-<scenario>/).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Cells to run, comma-separated: registry+fusion, registry, fusion, none.
+    #[arg(long)]
+    cells: Option<String>,
+    /// Interleaved rounds.
+    #[arg(long)]
+    rounds: Option<u32>,
+    /// Measured window per cell and round, in seconds.
+    #[arg(long)]
+    duration: Option<f64>,
+    /// Warm-up before each window, in seconds.
+    #[arg(long)]
+    warmup: Option<f64>,
+    /// Use this PostgreSQL instead of a throwaway cluster (pg_stat_statements must be loaded).
+    #[arg(long)]
+    database_url: Option<String>,
+    /// Use this running broker instead of starting the workspace's broker per cell.
+    #[arg(long)]
+    broker_url: Option<String>,
+    /// The broker binary to start per cell (default: beside this executable).
+    #[arg(long)]
+    broker_bin: Option<PathBuf>,
+    /// Seed of every random choice (default: the scenario's, else chosen and recorded).
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Keep each cell's database after the run (for inspection).
+    #[arg(long)]
+    keep_databases: bool,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    let code = rt.block_on(async {
+        match cli.command {
+            Command::Run(args) => ackbench::cli::run(args.into()).await,
+        }
+    });
+    ExitCode::from(code)
+}
+
+impl From<RunArgs> for ackbench::cli::RunRequest {
+    fn from(a: RunArgs) -> Self {
+        ackbench::cli::RunRequest {
+            scenario: a.scenario,
+            out: a.out,
+            overrides: Overrides {
+                cells: a.cells.map(|c| vec![c]),
+                rounds: a.rounds,
+                duration_secs: a.duration,
+                warmup_secs: a.warmup,
+                seed: a.seed,
+            },
+            database_url: a.database_url,
+            broker_url: a.broker_url,
+            broker_bin: a.broker_bin,
+            keep_databases: a.keep_databases,
+        }
+    }
+}

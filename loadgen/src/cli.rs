@@ -1,0 +1,216 @@
+//! What each subcommand does, behind the argument parsing of `main.rs`; each returns the
+//! process exit code.
+//!
+//! Exit codes of `run`: 0 everything held; 1 the audit lost a message (or, once gates are
+//! evaluated, a gate failed); 2 the run itself broke (bad scenario, set-up failure); 130
+//! interrupted by Ctrl-C (what was measured is still written, marked incomplete).
+
+use std::path::{Path, PathBuf};
+
+use tokio::sync::watch;
+
+use ackbench_reports::results::Results;
+
+use crate::run::{self, audit_words, Env};
+use crate::scenario::{Overrides, Scenario};
+use crate::target::{broker, postgres::Postgres};
+
+pub struct RunRequest {
+    pub scenario: PathBuf,
+    pub out: Option<PathBuf>,
+    pub overrides: Overrides,
+    pub database_url: Option<String>,
+    pub broker_url: Option<String>,
+    pub broker_bin: Option<PathBuf>,
+    pub keep_databases: bool,
+}
+
+pub async fn run(req: RunRequest) -> u8 {
+    let mut scenario = match Scenario::load(&req.scenario) {
+        Ok(s) => s,
+        Err(e) => return fail(&e.to_string()),
+    };
+    if let Err(e) = scenario.apply_overrides(&req.overrides) {
+        return fail(&e.to_string());
+    }
+    let seed = scenario.run.seed.unwrap_or_else(|| fastrand::u64(..));
+    let out_dir = req
+        .out
+        .clone()
+        .unwrap_or_else(|| default_out_dir(&scenario.name));
+    if let Err(e) = std::fs::create_dir_all(&out_dir) {
+        return fail(&format!("--out {}: {e}", out_dir.display()));
+    }
+    let env = match environment(&req, out_dir.clone()).await {
+        Ok(env) => env,
+        Err(e) => return fail(&e),
+    };
+    let (cancel_tx, cancel) = watch::channel(false);
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            eprintln!("\nackbench: interrupted; stopping the cell and writing what was measured (Ctrl-C again to abort)");
+            let _ = cancel_tx.send(true);
+            if tokio::signal::ctrl_c().await.is_ok() {
+                std::process::exit(130);
+            }
+        }
+    });
+    eprintln!(
+        "ackbench: {} — cells {}, {} round(s), warm-up {}s, window {}s, seed {seed}; output in {}",
+        scenario.name,
+        scenario
+            .run
+            .cells
+            .iter()
+            .map(|c| c.name())
+            .collect::<Vec<_>>()
+            .join(", "),
+        scenario.run.rounds,
+        scenario.run.warmup_secs,
+        scenario.run.duration_secs,
+        out_dir.display()
+    );
+    let outcome = run::run(&scenario, &env, seed, cancel).await;
+    drop(env);
+    let mut results = match outcome {
+        Ok(r) => r,
+        Err(e) => return fail(&e),
+    };
+    results.meta.scenario.overrides = describe_overrides(&req.overrides);
+    if let Err(e) = write_outputs(&results, &out_dir) {
+        return fail(&e);
+    }
+    print_summary(&results);
+    exit_code(&results)
+}
+
+async fn environment(req: &RunRequest, out_dir: PathBuf) -> Result<Env, String> {
+    let postgres = match (&req.database_url, &req.broker_url) {
+        (Some(url), _) => Some(Postgres::external(url).await?),
+        (None, Some(_)) => {
+            eprintln!(
+                "ackbench: --broker-url without --database-url: PostgreSQL figures will be missing"
+            );
+            None
+        }
+        (None, None) => {
+            eprintln!("ackbench: starting a throwaway PostgreSQL cluster ...");
+            Some(Postgres::embedded().await?)
+        }
+    };
+    let broker_bin = match &req.broker_url {
+        Some(_) => None,
+        None => Some(broker::locate_binary(req.broker_bin.as_deref())?),
+    };
+    Ok(Env {
+        out_dir,
+        postgres,
+        external_database: req.database_url.is_some(),
+        broker_url: req.broker_url.clone(),
+        broker_bin,
+        keep_databases: req.keep_databases,
+    })
+}
+
+fn default_out_dir(scenario: &str) -> PathBuf {
+    let stamp = run::now_iso()
+        .replace([':', '-'], "")
+        .chars()
+        .take(15)
+        .collect::<String>();
+    Path::new("reports")
+        .join("runs")
+        .join(format!("{stamp}-{scenario}"))
+}
+
+fn describe_overrides(o: &Overrides) -> Vec<String> {
+    let mut v = Vec::new();
+    if let Some(c) = &o.cells {
+        v.push(format!("--cells {}", c.join(",")));
+    }
+    if let Some(r) = o.rounds {
+        v.push(format!("--rounds {r}"));
+    }
+    if let Some(d) = o.duration_secs {
+        v.push(format!("--duration {d}"));
+    }
+    if let Some(w) = o.warmup_secs {
+        v.push(format!("--warmup {w}"));
+    }
+    if let Some(s) = o.seed {
+        v.push(format!("--seed {s}"));
+    }
+    v
+}
+
+fn write_outputs(results: &Results, out_dir: &Path) -> Result<(), String> {
+    let path = out_dir.join("results.json");
+    let text = serde_json::to_string_pretty(results).map_err(|e| e.to_string())?;
+    std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))?;
+    eprintln!("ackbench: wrote {}", path.display());
+    Ok(())
+}
+
+fn print_summary(results: &Results) {
+    println!(
+        "{:<16} {:>9} {:>9} {:>9} {:>9} {:>10} {:>9} {:>10} {:>7} {:>9} {:>9} {:>9}  audit",
+        "cell",
+        "ack/s",
+        "push/s",
+        "commit/s",
+        "commit/ack",
+        "ackcommit/ack",
+        "walsync/ack",
+        "pg ms/ack",
+        "hit",
+        "rows/flush",
+        "ack p50",
+        "ack p99"
+    );
+    for c in &results.cells {
+        let f = &c.summary.figures;
+        let lat = |p: fn(
+            &ackbench_reports::results::Percentiles<ackbench_reports::stats::Spread>,
+        ) -> ackbench_reports::stats::Spread| {
+            f.latency_ms
+                .get("ack")
+                .map(|x| p(x).median)
+                .unwrap_or(f64::NAN)
+        };
+        println!(
+            "{:<16} {:>9.0} {:>9.0} {:>9.0} {:>9.3} {:>10.3} {:>9.3} {:>10.4} {:>7.2} {:>9.1} {:>9.2} {:>9.2}  {}",
+            c.name,
+            f.ack_throughput.median,
+            f.push_throughput.median,
+            f.commits_per_sec.median,
+            f.commits_per_ack.median,
+            f.ack_commits_per_ack.median,
+            f.wal_syncs_per_ack.median,
+            f.pg_exec_ms_per_ack.median,
+            f.registry_hit_rate.median,
+            f.fusion_rows_per_commit.median,
+            lat(|p| p.p50),
+            lat(|p| p.p99),
+            audit_words(&c.summary.audit)
+        );
+    }
+    if !results.complete {
+        println!("INCOMPLETE: the run was interrupted; figures cover what was measured");
+    }
+}
+
+fn exit_code(results: &Results) -> u8 {
+    if results.cells.iter().any(|c| !c.summary.audit.passed()) {
+        eprintln!("ackbench: FAILED: messages were lost (see the audit)");
+        return 1;
+    }
+    if !results.complete {
+        return 130;
+    }
+    0
+}
+
+fn fail(message: &str) -> u8 {
+    eprintln!("ackbench: {message}");
+    2
+}

@@ -1,0 +1,219 @@
+//! Derived figures of one cell round, from the window's deltas: what `results.json` carries.
+//!
+//! Kept free of I/O so the arithmetic can be checked on known inputs.
+
+use std::collections::BTreeMap;
+
+use ackbench_reports::results::{Figures, Percentiles, Statement};
+use ackbench_reports::stats::percentiles_ms;
+use hdrhistogram::Histogram;
+
+use super::broker_metrics::{self, Scrape};
+use super::pg_counters::PgSnapshot;
+use crate::workload::CounterValues;
+
+/// Everything measured over one window.
+pub struct WindowDeltas<'a> {
+    pub window_secs: f64,
+    pub counters: CounterValues,
+    pub pg: &'a PgSnapshot,
+    pub broker: &'a Scrape,
+    pub histograms: &'a BTreeMap<String, Histogram<u64>>,
+    /// CPU seconds of the load generator over the window.
+    pub loadgen_cpu_secs: f64,
+    /// CPU seconds of the broker process over the window (NaN when unknown).
+    pub broker_cpu_secs: f64,
+}
+
+/// `a / b`, NaN when `b` is zero (a ratio that does not exist is not zero).
+pub fn ratio(a: f64, b: f64) -> f64 {
+    if b == 0.0 {
+        f64::NAN
+    } else {
+        a / b
+    }
+}
+
+pub fn derive(d: &WindowDeltas<'_>) -> Figures<f64> {
+    let c = &d.counters;
+    let acked = c.acked_messages;
+    let pg = d.pg;
+    let (latency_ms, latency_uncorrected_ms) = latencies(d.histograms);
+    let statements: BTreeMap<String, Statement<f64>> = pg
+        .statements
+        .iter()
+        .map(|(k, s)| {
+            let st = Statement {
+                calls: s.calls,
+                total_exec_ms: s.total_exec_ms,
+                rows: s.rows,
+                wal_bytes: s.wal_bytes,
+            };
+            (k.clone(), st)
+        })
+        .collect();
+    let by_procedure = pg
+        .statements
+        .iter()
+        .map(|(k, s)| (k.clone(), ratio(s.total_exec_ms, acked)))
+        .collect();
+    let ops = c.push_requests + c.pop_requests + c.ack_requests;
+    Figures {
+        acked_messages: acked,
+        ack_requests: c.ack_requests,
+        pushed_messages: c.pushed_messages,
+        push_requests: c.push_requests,
+        popped_messages: c.popped_messages,
+        pop_requests: c.pop_requests,
+        ack_throughput: ratio(acked, d.window_secs),
+        push_throughput: ratio(c.pushed_messages, d.window_secs),
+        commits: pg.xact_commit,
+        write_commits: pg.xmax,
+        commits_per_sec: ratio(pg.xact_commit, d.window_secs),
+        commits_per_ack: ratio(pg.xact_commit, acked),
+        ack_commits_per_ack: ratio(pg.ack_calls(), acked),
+        commits_per_ack_request: ratio(pg.xact_commit, c.ack_requests),
+        wal_records: pg.wal_records,
+        wal_bytes: pg.wal_bytes,
+        wal_syncs: pg.wal_syncs,
+        wal_syncs_per_ack: ratio(pg.wal_syncs, acked),
+        wal_syncs_per_commit: ratio(pg.wal_syncs, pg.xact_commit),
+        wal_bytes_per_ack: ratio(pg.wal_bytes, acked),
+        pg_exec_ms_per_ack: ratio(pg.ack_exec_ms(), acked),
+        pg_exec_ms_per_ack_by_procedure: by_procedure,
+        registry_hit_rate: broker_metrics::registry_hit_rate(d.broker),
+        fusion_rows_per_commit: broker_metrics::fusion_rows_per_commit(d.broker),
+        redeliveries: c.redeliveries,
+        errors: c.errors,
+        latency_ms,
+        latency_uncorrected_ms,
+        statements,
+        loadgen_cpu_us_per_op: ratio(d.loadgen_cpu_secs * 1e6, ops),
+        broker_cpu_cores: ratio(d.broker_cpu_secs, d.window_secs),
+    }
+}
+
+type Latencies = BTreeMap<String, Percentiles<f64>>;
+
+fn latencies(histograms: &BTreeMap<String, Histogram<u64>>) -> (Latencies, Latencies) {
+    let mut corrected = BTreeMap::new();
+    let mut uncorrected = BTreeMap::new();
+    for (op, h) in histograms {
+        match op.strip_suffix("_uncorrected") {
+            Some(base) => uncorrected.insert(base.to_string(), percentiles_ms(h)),
+            None => corrected.insert(op.clone(), percentiles_ms(h)),
+        };
+    }
+    (corrected, uncorrected)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::measure::pg_counters::StatementCounters;
+    use ackbench_reports::stats::new_histogram;
+
+    #[test]
+    fn figures_on_known_inputs() {
+        let mut pg = PgSnapshot {
+            xact_commit: 500.0,
+            xmax: 450.0,
+            wal_syncs: 100.0,
+            wal_bytes: 200_000.0,
+            ..Default::default()
+        };
+        pg.statements.insert(
+            "log_ack_multi_v1".into(),
+            StatementCounters {
+                calls: 50.0,
+                total_exec_ms: 20.0,
+                rows: 50.0,
+                wal_bytes: 1.0,
+            },
+        );
+        pg.statements.insert(
+            "log_ack_by_hash_v1".into(),
+            StatementCounters {
+                calls: 10.0,
+                total_exec_ms: 30.0,
+                rows: 10.0,
+                wal_bytes: 1.0,
+            },
+        );
+        pg.statements.insert(
+            "log_push_v1".into(),
+            StatementCounters {
+                calls: 200.0,
+                total_exec_ms: 100.0,
+                rows: 200.0,
+                wal_bytes: 1.0,
+            },
+        );
+        let broker = broker_metrics::parse(
+            "queen_ack_registry_hits_total 90\nqueen_ack_registry_misses_total 10\n\
+             queen_ack_fusion_flushes_total 50\nqueen_ack_fusion_rows_total 400\n",
+        );
+        let mut h = new_histogram();
+        for ms in 1..=100u64 {
+            h.record(ms * 1000).unwrap();
+        }
+        let histograms = BTreeMap::from([
+            ("ack".to_string(), h.clone()),
+            ("push_uncorrected".to_string(), h),
+        ]);
+        let counters = CounterValues {
+            acked_messages: 1000.0,
+            ack_requests: 250.0,
+            pushed_messages: 1200.0,
+            push_requests: 300.0,
+            pop_requests: 250.0,
+            ..Default::default()
+        };
+        let f = derive(&WindowDeltas {
+            window_secs: 10.0,
+            counters,
+            pg: &pg,
+            broker: &broker,
+            histograms: &histograms,
+            loadgen_cpu_secs: 0.08,
+            broker_cpu_secs: 5.0,
+        });
+        assert_eq!(f.ack_throughput, 100.0);
+        assert_eq!(f.push_throughput, 120.0);
+        assert_eq!(f.commits_per_sec, 50.0);
+        assert_eq!(f.commits_per_ack, 0.5);
+        assert_eq!(
+            f.ack_commits_per_ack, 0.06,
+            "multi + by_hash calls, push excluded"
+        );
+        assert_eq!(f.commits_per_ack_request, 2.0);
+        assert_eq!(f.wal_syncs_per_ack, 0.1);
+        assert_eq!(f.wal_syncs_per_commit, 0.2);
+        assert_eq!(f.wal_bytes_per_ack, 200.0);
+        assert_eq!(f.pg_exec_ms_per_ack, 0.05, "ack procedures only");
+        assert_eq!(f.pg_exec_ms_per_ack_by_procedure["log_push_v1"], 0.1);
+        assert_eq!(f.registry_hit_rate, 0.9);
+        assert_eq!(f.fusion_rows_per_commit, 8.0);
+        assert_eq!(f.loadgen_cpu_us_per_op, 100.0);
+        assert_eq!(f.broker_cpu_cores, 0.5);
+        assert!((f.latency_ms["ack"].p99 - 99.0).abs() < 0.1);
+        assert!(f.latency_uncorrected_ms.contains_key("push"));
+        assert!(!f.latency_ms.contains_key("push_uncorrected"));
+    }
+
+    #[test]
+    fn missing_denominators_are_nan_not_zero() {
+        let pg = PgSnapshot::default();
+        let f = derive(&WindowDeltas {
+            window_secs: 10.0,
+            counters: CounterValues::default(),
+            pg: &pg,
+            broker: &Scrape::new(),
+            histograms: &BTreeMap::new(),
+            loadgen_cpu_secs: 0.0,
+            broker_cpu_secs: f64::NAN,
+        });
+        assert!(f.commits_per_ack.is_nan());
+        assert!(f.registry_hit_rate.is_nan());
+    }
+}

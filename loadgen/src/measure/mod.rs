@@ -1,0 +1,7 @@
+//! What is measured: client latency, PostgreSQL's counters, the broker's `/metrics`, and the
+//! figures derived from their deltas over the window.
+
+pub mod broker_metrics;
+pub mod figures;
+pub mod latency;
+pub mod pg_counters;

@@ -1,0 +1,163 @@
+//! `ackbench run`: the accelerator matrix. Cells run interleaved, round by round (A B C D,
+//! A B C D, ...), so the machine's drift falls on all of them alike; each cell round gets a fresh
+//! database and a broker started with that cell's toggles. The outcome is one `Results`.
+
+pub mod cell;
+
+use std::path::PathBuf;
+use std::time::SystemTime;
+
+use tokio::sync::watch;
+
+use ackbench_reports::results::{
+    summarize, Audit, CellResults, Figures, Results, RoundResults, RunMeta, Summary, SCHEMA_VERSION,
+};
+use ackbench_reports::stats::{decode_histogram, encode_histogram};
+
+use crate::progress::Progress;
+use crate::scenario::Scenario;
+use crate::target::postgres::Postgres;
+use cell::CellRound;
+
+/// Everything a run needs besides the scenario.
+pub struct Env {
+    pub out_dir: PathBuf,
+    /// The PostgreSQL measured (absent only for `--broker-url` without `--database-url`).
+    pub postgres: Option<Postgres>,
+    pub external_database: bool,
+    pub broker_url: Option<String>,
+    pub broker_bin: Option<PathBuf>,
+    pub keep_databases: bool,
+}
+
+/// Runs every round of every cell. Stops early (returning what was measured, marked
+/// incomplete) when `cancel` flips.
+pub async fn run(
+    scenario: &Scenario,
+    env: &Env,
+    seed: u64,
+    cancel: watch::Receiver<bool>,
+) -> Result<Results, String> {
+    let started_at = now_iso();
+    let cells = scenario.run.cells.clone();
+    let rounds = scenario.run.rounds;
+    let mut per_cell: Vec<Vec<RoundResults>> = vec![Vec::new(); cells.len()];
+    let mut progress = Progress::default();
+    let mut complete = true;
+    'rounds: for round in 1..=rounds {
+        for (i, cell) in cells.iter().enumerate() {
+            if *cancel.borrow() {
+                complete = false;
+                break 'rounds;
+            }
+            let cr = CellRound {
+                scenario,
+                cell: *cell,
+                round,
+                rounds,
+                seed: seed.wrapping_add(round as u64 * 7919),
+            };
+            let r = cell::run(env, &cr, &cancel, &mut progress).await?;
+            progress.say(&one_line(&cr, &r));
+            complete &= r.complete;
+            per_cell[i].push(r);
+        }
+    }
+    let cells = cells
+        .iter()
+        .zip(per_cell)
+        .filter(|(_, rounds)| !rounds.is_empty())
+        .map(|(cell, rounds)| CellResults {
+            name: cell.name().to_string(),
+            registry: cell.registry(),
+            fusion: cell.fusion(),
+            summary: summary(&rounds),
+            rounds,
+        })
+        .collect();
+    Ok(Results {
+        schema_version: SCHEMA_VERSION,
+        complete,
+        meta: RunMeta {
+            started_at,
+            finished_at: now_iso(),
+            seed,
+            rounds,
+            ..crate::meta::run_meta(scenario, env)
+        },
+        cells,
+        gates: Vec::new(),
+    })
+}
+
+/// The summary of a cell: figures as spreads over rounds, audits added, histograms merged.
+pub fn summary(rounds: &[RoundResults]) -> Summary {
+    let figures: Vec<&Figures<f64>> = rounds.iter().map(|r| &r.figures).collect();
+    let mut audit = Audit {
+        drained: true,
+        ..Default::default()
+    };
+    for r in rounds {
+        audit.add(&r.audit);
+    }
+    let mut merged: std::collections::BTreeMap<String, hdrhistogram::Histogram<u64>> =
+        Default::default();
+    for r in rounds {
+        for (op, text) in &r.histograms {
+            if let Ok(h) = decode_histogram(text) {
+                match merged.get_mut(op) {
+                    Some(m) => {
+                        let _ = m.add(&h);
+                    }
+                    None => {
+                        merged.insert(op.clone(), h);
+                    }
+                }
+            }
+        }
+    }
+    Summary {
+        rounds: rounds.len() as u32,
+        figures: summarize(&figures),
+        audit,
+        histograms: merged
+            .iter()
+            .map(|(k, h)| (k.clone(), encode_histogram(h)))
+            .collect(),
+    }
+}
+
+fn one_line(cr: &CellRound<'_>, r: &RoundResults) -> String {
+    let f = &r.figures;
+    format!(
+        "[{}] {} r{}: ack {:.0}/s, push {:.0}/s, ack commits/ack {:.3}, commits/ack {:.3}, pg ms/ack {:.4}, ack p99 {:.2} ms, audit {}",
+        cr.scenario.name,
+        cr.cell.name(),
+        cr.round,
+        f.ack_throughput,
+        f.push_throughput,
+        f.ack_commits_per_ack,
+        f.commits_per_ack,
+        f.pg_exec_ms_per_ack,
+        f.latency_ms.get("ack").map(|p| p.p99).unwrap_or(f64::NAN),
+        audit_words(&r.audit)
+    )
+}
+
+pub fn audit_words(a: &Audit) -> String {
+    format!(
+        "{} (pushed {}, acked {}, dlq {}, dropped {}, lost {}, duplicates {}{})",
+        if a.passed() { "ok" } else { "LOST MESSAGES" },
+        a.pushed,
+        a.acked,
+        a.dead_lettered,
+        a.dropped,
+        a.lost,
+        a.duplicates,
+        if a.drained { "" } else { ", not drained" }
+    )
+}
+
+pub fn now_iso() -> String {
+    humantime::format_rfc3339_micros(SystemTime::now()).to_string()
+}

@@ -1,0 +1,171 @@
+//! Declarative scenarios (`scenarios/*.toml`): the schema, its parser and its validation.
+//!
+//! A scenario is plain data: the queue and its options, an optional prefill, the producers, the
+//! consumers and what they answer, the run's timing, cells and rounds, the broker's extra
+//! settings, and the gates. [`Scenario::parse`] reads TOML, refuses unknown keys and bad values
+//! with the key's dotted name and its line, and fills documented defaults;
+//! [`Scenario::apply_overrides`] applies the command-line flags that override the file.
+//!
+//! Files: `schema` (sections and defaults), `figure` (gate figure names), `gate` (gates),
+//! `validate` (ranges and cross-key rules), `locate` (lines and key names), `error`.
+
+mod error;
+mod figure;
+mod gate;
+mod locate;
+mod schema;
+mod validate;
+
+use serde::Serialize;
+use std::path::Path;
+
+pub use error::ScenarioError;
+pub use figure::{Direction, Figure, FigureKind, LatencyOp, Percentile, ScalarFigure};
+pub use gate::{Gate, GateCheck};
+pub use schema::{
+    AckMode, Broker, Cell, Consumers, LoopMode, Outcomes, Partitioning, PopRoute, Prefill,
+    Producers, Queue, QueueOptions, Run,
+};
+
+/// A validated scenario. Outcome shares are fractions summing to 1; gates are typed.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Scenario {
+    /// Short name, used in reports and output directories (default: the file's stem).
+    pub name: String,
+    /// Free text shown in reports (default empty).
+    pub description: String,
+    /// `[queue]`.
+    pub queue: Queue,
+    /// `[prefill]`.
+    pub prefill: Prefill,
+    /// `[producers]`.
+    pub producers: Producers,
+    /// `[consumers]`.
+    pub consumers: Consumers,
+    /// `[run]`.
+    pub run: Run,
+    /// `[broker]`.
+    pub broker: Broker,
+    /// `[[gates]]`, in file order.
+    pub gates: Vec<Gate>,
+    /// Where the scenario was read from (a path or a name given to `parse`).
+    #[serde(skip)]
+    pub source_name: String,
+    /// The scenario's text as read, for the results metadata (text and hash).
+    #[serde(skip)]
+    pub source_text: String,
+}
+
+/// Command-line flags that override the file (`--cells`, `--rounds`, `--duration`, `--warmup`,
+/// `--seed`). `None` leaves the file's value.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Overrides {
+    /// Cell names; each element may itself be a comma-separated list.
+    pub cells: Option<Vec<String>>,
+    pub rounds: Option<u32>,
+    pub duration_secs: Option<f64>,
+    pub warmup_secs: Option<f64>,
+    pub seed: Option<u64>,
+}
+
+impl Scenario {
+    /// Parses and validates scenario text; `source_name` is what errors are reported against.
+    pub fn parse(text: &str, source_name: &str) -> Result<Scenario, ScenarioError> {
+        let loc = locate::Locator::new(text, source_name)?;
+        let file: schema::ScenarioFile =
+            toml::from_str(text).map_err(|e| locate::toml_error(&e, &loc))?;
+        validate::validate(file, &loc, text)
+    }
+
+    /// Reads, parses and validates a scenario file.
+    pub fn load(path: impl AsRef<Path>) -> Result<Scenario, ScenarioError> {
+        let path = path.as_ref();
+        let text = std::fs::read_to_string(path).map_err(|error| ScenarioError::Read {
+            path: path.to_path_buf(),
+            error,
+        })?;
+        Scenario::parse(&text, &path.display().to_string())
+    }
+
+    /// Applies command-line overrides. All are checked first; on error nothing changes and the
+    /// error names the flag (`--cells: unknown cell `foo` ...`).
+    pub fn apply_overrides(&mut self, overrides: &Overrides) -> Result<(), ScenarioError> {
+        let cells = overrides.cells.as_deref().map(parse_cells).transpose()?;
+        if let Some(cells) = &cells {
+            gate::check_gates_against_cells(&self.gates, cells).map_err(flag("--cells"))?;
+        }
+        if let Some(rounds) = overrides.rounds {
+            check_override_rounds(rounds)?;
+        }
+        if let Some(secs) = overrides.duration_secs {
+            check_override_secs("--duration", secs, false)?;
+        }
+        if let Some(secs) = overrides.warmup_secs {
+            check_override_secs("--warmup", secs, true)?;
+        }
+        self.assign_overrides(overrides, cells);
+        Ok(())
+    }
+
+    fn assign_overrides(&mut self, o: &Overrides, cells: Option<Vec<Cell>>) {
+        let run = &mut self.run;
+        run.cells = cells.unwrap_or_else(|| run.cells.clone());
+        run.rounds = o.rounds.unwrap_or(run.rounds);
+        run.duration_secs = o.duration_secs.unwrap_or(run.duration_secs);
+        run.warmup_secs = o.warmup_secs.unwrap_or(run.warmup_secs);
+        run.seed = o.seed.or(run.seed);
+    }
+
+    /// The lease each pop takes, in seconds (`consumers.lease_seconds`, else the queue's).
+    pub fn lease_seconds(&self) -> u32 {
+        validate::effective_lease(&self.consumers, &self.queue)
+    }
+
+    /// Partition names, `p-0` .. `p-{n-1}`.
+    pub fn partition_names(&self) -> Vec<String> {
+        (0..self.queue.partitions)
+            .map(|i| format!("p-{i}"))
+            .collect()
+    }
+}
+
+fn flag(name: &'static str) -> impl Fn(String) -> ScenarioError {
+    move |message| ScenarioError::Override {
+        flag: name.to_string(),
+        message,
+    }
+}
+
+/// Parses `--cells`: names, each element possibly comma-separated.
+fn parse_cells(items: &[String]) -> Result<Vec<Cell>, ScenarioError> {
+    let cells = items
+        .iter()
+        .flat_map(|item| item.split(','))
+        .map(str::trim)
+        .filter(|name| !name.is_empty())
+        .map(str::parse::<Cell>)
+        .collect::<Result<Vec<Cell>, String>>()
+        .map_err(flag("--cells"))?;
+    validate::check_cells(&cells).map_err(|(_, message)| flag("--cells")(message))?;
+    Ok(cells)
+}
+
+fn check_override_rounds(rounds: u32) -> Result<(), ScenarioError> {
+    if !(1..=1000).contains(&rounds) {
+        return Err(flag("--rounds")(format!(
+            "must be between 1 and 1000, got {rounds}"
+        )));
+    }
+    Ok(())
+}
+
+fn check_override_secs(name: &'static str, secs: f64, zero_ok: bool) -> Result<(), ScenarioError> {
+    let low_ok = if zero_ok { secs >= 0.0 } else { secs > 0.0 };
+    if !(secs.is_finite() && low_ok && secs <= 86_400.0) {
+        let what = if zero_ok { "at least 0" } else { "positive" };
+        return Err(flag(name)(format!(
+            "must be {what} and at most 86400 seconds, got {secs}"
+        )));
+    }
+    Ok(())
+}

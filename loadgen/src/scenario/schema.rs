@@ -1,0 +1,536 @@
+//! The sections of a scenario file as serde reads them, with their defaults. Every section
+//! refuses unknown keys; values are range-checked afterwards by `validate`.
+
+use serde::de::{self, Deserializer, Visitor};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fmt;
+use std::str::FromStr;
+
+use super::figure::{Direction, Figure};
+
+/// One setting of the accelerators; each cell runs against a broker started with its toggles.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Cell {
+    /// Ack registry and ack fusion both on.
+    #[serde(rename = "registry+fusion")]
+    RegistryFusion,
+    /// Ack registry on, fusion off.
+    #[serde(rename = "registry")]
+    Registry,
+    /// Ack fusion on, registry off.
+    #[serde(rename = "fusion")]
+    Fusion,
+    /// Both off: the plain hash path, one commit per ack.
+    #[serde(rename = "none")]
+    None,
+}
+
+impl Cell {
+    /// Every cell, in the default run order.
+    pub const ALL: [Cell; 4] = [
+        Cell::RegistryFusion,
+        Cell::Registry,
+        Cell::Fusion,
+        Cell::None,
+    ];
+
+    /// The cell's name in scenario files, flags and results.
+    pub fn name(self) -> &'static str {
+        match self {
+            Cell::RegistryFusion => "registry+fusion",
+            Cell::Registry => "registry",
+            Cell::Fusion => "fusion",
+            Cell::None => "none",
+        }
+    }
+
+    /// Whether the ack registry is on in this cell.
+    pub fn registry(self) -> bool {
+        matches!(self, Cell::RegistryFusion | Cell::Registry)
+    }
+
+    /// Whether ack fusion is on in this cell.
+    pub fn fusion(self) -> bool {
+        matches!(self, Cell::RegistryFusion | Cell::Fusion)
+    }
+
+    /// The broker environment that selects this cell (`QUEEN_ACK_REGISTRY`, `QUEEN_ACK_FUSION`).
+    pub fn broker_env(self) -> [(&'static str, &'static str); 2] {
+        let flag = |on: bool| if on { "1" } else { "0" };
+        [
+            ("QUEEN_ACK_REGISTRY", flag(self.registry())),
+            ("QUEEN_ACK_FUSION", flag(self.fusion())),
+        ]
+    }
+
+    /// The accepted names, for error messages.
+    pub fn accepted_names() -> String {
+        let names: Vec<String> = Cell::ALL
+            .iter()
+            .map(|c| format!("`{}`", c.name()))
+            .collect();
+        names.join(", ")
+    }
+}
+
+impl FromStr for Cell {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        Cell::ALL
+            .into_iter()
+            .find(|c| c.name() == text)
+            .ok_or_else(|| {
+                format!(
+                    "unknown cell `{text}` (expected one of: {})",
+                    Cell::accepted_names()
+                )
+            })
+    }
+}
+
+impl fmt::Display for Cell {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// `[queue]`: the queue under test.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Queue {
+    /// Queue name (default `ackbench`).
+    pub name: String,
+    /// Number of partitions, named `p-0` .. `p-{n-1}` (default 1).
+    pub partitions: u32,
+    /// `[queue.options]`, sent with `POST /api/v1/configure`.
+    pub options: QueueOptions,
+}
+
+impl Default for Queue {
+    fn default() -> Self {
+        Self {
+            name: "ackbench".into(),
+            partitions: 1,
+            options: QueueOptions::default(),
+        }
+    }
+}
+
+/// `[queue.options]`: the queue options of `wire.md`, snake_case; defaults are the wire's.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct QueueOptions {
+    /// `leaseTime`, seconds (default 300).
+    pub lease_time: u32,
+    /// `retryLimit` (default 3).
+    pub retry_limit: u32,
+    /// `deadLetterQueue` (default true).
+    pub dead_letter_queue: bool,
+    /// `dlqAfterMaxRetries` (default true).
+    pub dlq_after_max_retries: bool,
+    /// `dedupWindowSeconds`, 0 = no deduplication (default 3600).
+    pub dedup_window_seconds: u32,
+    /// `completedRetentionSeconds`, 0 = kept (default 0).
+    pub completed_retention_seconds: u32,
+    /// `retentionSeconds`, 0 = kept (default 0).
+    pub retention_seconds: u32,
+}
+
+impl Default for QueueOptions {
+    fn default() -> Self {
+        Self {
+            lease_time: 300,
+            retry_limit: 3,
+            dead_letter_queue: true,
+            dlq_after_max_retries: true,
+            dedup_window_seconds: 3600,
+            completed_retention_seconds: 0,
+            retention_seconds: 0,
+        }
+    }
+}
+
+impl QueueOptions {
+    /// Whether failed heads go to the DLQ (either DLQ flag on, as `wire.md` says).
+    pub fn dlq_enabled(&self) -> bool {
+        self.dead_letter_queue || self.dlq_after_max_retries
+    }
+
+    /// The options as the wire type (camelCase on the wire). Ranges were checked at parse time.
+    pub fn to_wire(&self) -> ackbench_wire::QueueOptions {
+        let int = |v: u32| i32::try_from(v).unwrap_or(i32::MAX);
+        ackbench_wire::QueueOptions {
+            lease_time: int(self.lease_time),
+            retry_limit: int(self.retry_limit),
+            dead_letter_queue: self.dead_letter_queue,
+            dlq_after_max_retries: self.dlq_after_max_retries,
+            dedup_window_seconds: int(self.dedup_window_seconds),
+            completed_retention_seconds: int(self.completed_retention_seconds),
+            retention_seconds: int(self.retention_seconds),
+        }
+    }
+}
+
+/// `[prefill]`: a backlog pushed into every partition before the cell starts.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Prefill {
+    /// Messages per partition, 0 = no prefill (default 0).
+    pub messages_per_partition: u64,
+    /// Messages per push request (default 1000).
+    pub batch: u32,
+    /// Payload size in bytes (default 256).
+    pub payload_bytes: u32,
+    /// Push requests in flight at once while prefilling (default 4).
+    pub concurrency: u32,
+}
+
+impl Default for Prefill {
+    fn default() -> Self {
+        Self {
+            messages_per_partition: 0,
+            batch: 1000,
+            payload_bytes: 256,
+            concurrency: 4,
+        }
+    }
+}
+
+/// Open loop (a fixed offered rate) or closed loop (send again when answered).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LoopMode {
+    /// Push at `rate` messages/s in total, whatever the answers take; latency counts from the
+    /// intended send time.
+    Open,
+    /// Each producer pushes its next batch as soon as the previous one is answered.
+    Closed,
+}
+
+/// How a producer picks the partition of each push.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Partitioning {
+    /// Partitions in turn, each producer starting at a different one.
+    RoundRobin,
+    /// A partition drawn uniformly (seeded) per push.
+    Random,
+}
+
+/// `[producers]`: the push load during the run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Producers {
+    /// Concurrent producers; 0 = no pushes during the run (default 1).
+    pub count: u32,
+    /// Messages per push request, all to one partition (default 1).
+    pub batch: u32,
+    /// Payload size in bytes (default 256).
+    pub payload_bytes: u32,
+    /// `open` or `closed` (default `closed`).
+    pub mode: LoopMode,
+    /// Offered messages/s across all producers; required for `open`, refused for `closed`.
+    pub rate: Option<f64>,
+    /// `round_robin` or `random` (default `round_robin`).
+    pub partitioning: Partitioning,
+}
+
+impl Default for Producers {
+    fn default() -> Self {
+        Self {
+            count: 1,
+            batch: 1,
+            payload_bytes: 256,
+            mode: LoopMode::Closed,
+            rate: None,
+            partitioning: Partitioning::RoundRobin,
+        }
+    }
+}
+
+impl Producers {
+    /// The offered rate in messages/s for an open loop, `None` for a closed loop.
+    pub fn open_rate(&self) -> Option<f64> {
+        match self.mode {
+            LoopMode::Open => self.rate,
+            LoopMode::Closed => None,
+        }
+    }
+}
+
+/// Which pop route consumers use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PopRoute {
+    /// `GET /pop/queue/:queue`: any partition with messages and no live lease.
+    Wildcard,
+    /// `GET /pop/queue/:queue/partition/:p`: each consumer cycles over its share of partitions.
+    Partition,
+}
+
+/// How a consumer answers a popped batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AckMode {
+    /// One `POST /ack/batch` per pop, carrying every message of the batch.
+    Batch,
+    /// One `POST /ack` per message.
+    PerMessage,
+}
+
+/// `[consumers.outcomes]`: the answer drawn (seeded) for each delivered message. Shares are
+/// fractions summing to 1 or percentages summing to 100; after parsing they are fractions.
+/// When `completed` is left out it takes what the others leave of 1.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Outcomes {
+    /// Share answered `completed` (default: the rest, so 1 when nothing else is given).
+    pub completed: f64,
+    /// Share answered `failed` (spends the retry budget; default 0).
+    pub failed: f64,
+    /// Share answered `retry` (budget-free redelivery; default 0).
+    pub retry: f64,
+    /// Share answered `dlq` (straight to the dead-letter queue; default 0).
+    pub dlq: f64,
+}
+
+impl Default for Outcomes {
+    fn default() -> Self {
+        Self {
+            completed: 1.0,
+            failed: 0.0,
+            retry: 0.0,
+            dlq: 0.0,
+        }
+    }
+}
+
+impl Outcomes {
+    /// The four shares with their status names, in wire order.
+    pub fn shares(&self) -> [(&'static str, f64); 4] {
+        [
+            ("completed", self.completed),
+            ("failed", self.failed),
+            ("retry", self.retry),
+            ("dlq", self.dlq),
+        ]
+    }
+}
+
+/// `[consumers]`: how messages are popped and answered.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Consumers {
+    /// Consumers per consumer group (in queue mode: in total) (default 1).
+    pub count: u32,
+    /// Consumer group name; absent = queue mode. With `groups` it is the prefix of the names.
+    pub group: Option<String>,
+    /// Number of consumer groups, named `{group}-0` .. (prefix `group` when `group` is absent);
+    /// each group consumes every message. Absent = one group (or queue mode).
+    pub groups: Option<u32>,
+    /// `wildcard` or `partition` (default `wildcard`).
+    pub pop_route: PopRoute,
+    /// `batch` of the pop, most messages returned (default 200, the wire's).
+    pub pop_batch: u32,
+    /// `partitions` of a wildcard pop (default 1).
+    pub partitions_per_pop: u32,
+    /// `wait=true` on pops (default false).
+    pub long_poll: bool,
+    /// `timeout` of a long-poll in ms (default 5000; used only with `long_poll`).
+    pub long_poll_timeout_ms: u64,
+    /// `leaseSeconds` of each pop; absent = the queue's `lease_time`.
+    pub lease_seconds: Option<u32>,
+    /// Simulated work per popped batch before answering, in ms (default 0).
+    pub processing_ms: u64,
+    /// Pause after an empty pop without long-poll, in ms (default 10).
+    pub empty_backoff_ms: u64,
+    /// `batch` or `per_message` (default `batch`).
+    pub ack_mode: AckMode,
+    /// Share of ack requests sent without a `leaseId`, 0..1 (default 0).
+    pub lease_less: f64,
+    /// Share of popped batches held past their lease before being acked, 0..1 (default 0).
+    /// The late ack is still sent and is expected to be refused.
+    pub stall: f64,
+    /// How long past the lease a stalled batch is held, in ms (default 1000).
+    pub stall_extra_ms: u64,
+    /// `[consumers.outcomes]`.
+    pub outcomes: Outcomes,
+}
+
+impl Default for Consumers {
+    fn default() -> Self {
+        Self {
+            count: 1,
+            group: None,
+            groups: None,
+            pop_route: PopRoute::Wildcard,
+            pop_batch: 200,
+            partitions_per_pop: 1,
+            long_poll: false,
+            long_poll_timeout_ms: 5000,
+            lease_seconds: None,
+            processing_ms: 0,
+            empty_backoff_ms: 10,
+            ack_mode: AckMode::Batch,
+            lease_less: 0.0,
+            stall: 0.0,
+            stall_extra_ms: 1000,
+            outcomes: Outcomes::default(),
+        }
+    }
+}
+
+impl Consumers {
+    /// The consumer groups, `None` standing for queue mode.
+    pub fn group_names(&self) -> Vec<Option<String>> {
+        match (self.groups, &self.group) {
+            (None, group) => vec![group.clone()],
+            (Some(n), group) => {
+                let prefix = group.as_deref().unwrap_or("group");
+                (0..n).map(|i| Some(format!("{prefix}-{i}"))).collect()
+            }
+        }
+    }
+
+    /// Consumers across every group.
+    pub fn total(&self) -> u32 {
+        self.count.saturating_mul(self.groups.unwrap_or(1))
+    }
+}
+
+/// `[run]`: timing, cells and rounds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Run {
+    /// Warm-up before the measured window, excluded from every figure (default 5).
+    pub warmup_secs: f64,
+    /// The measured window per cell and round (default 30).
+    pub duration_secs: f64,
+    /// Longest wait for a cell to drain before the audit (default 60).
+    pub drain_timeout_secs: f64,
+    /// Interleaved rounds of all cells (default 3).
+    pub rounds: u32,
+    /// Cells to run, in this order each round (default all four).
+    pub cells: Vec<Cell>,
+    /// Seed of every random choice; absent = chosen at start and recorded.
+    pub seed: Option<u64>,
+}
+
+impl Default for Run {
+    fn default() -> Self {
+        Self {
+            warmup_secs: 5.0,
+            duration_secs: 30.0,
+            drain_timeout_secs: 60.0,
+            rounds: 3,
+            cells: Cell::ALL.to_vec(),
+            seed: None,
+        }
+    }
+}
+
+/// `[broker]`: how the broker under test is started (ignored with `--broker-url`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Broker {
+    /// `DB_POOL_SIZE`; absent = the broker's default.
+    pub pool_size: Option<u32>,
+    /// `[broker.env]`: extra environment, e.g. `QUEEN_ACK_FUSION_SHARDS = 8`. Strings, integers,
+    /// floats and booleans are accepted and passed as text.
+    #[serde(deserialize_with = "env_map")]
+    pub env: BTreeMap<String, String>,
+}
+
+/// Reads `[broker.env]`, turning scalar values into their text.
+fn env_map<'de, D: Deserializer<'de>>(d: D) -> Result<BTreeMap<String, String>, D::Error> {
+    let raw: BTreeMap<String, EnvValue> = BTreeMap::deserialize(d)?;
+    Ok(raw.into_iter().map(|(k, v)| (k, v.0)).collect())
+}
+
+/// A `[broker.env]` value: any TOML scalar, kept as text.
+struct EnvValue(String);
+
+impl<'de> Deserialize<'de> for EnvValue {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(EnvVisitor)
+    }
+}
+
+struct EnvVisitor;
+
+impl Visitor<'_> for EnvVisitor {
+    type Value = EnvValue;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a string, number or boolean")
+    }
+
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<EnvValue, E> {
+        Ok(EnvValue(v.to_string()))
+    }
+
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<EnvValue, E> {
+        Ok(EnvValue(v.to_string()))
+    }
+
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<EnvValue, E> {
+        Ok(EnvValue(v.to_string()))
+    }
+
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<EnvValue, E> {
+        Ok(EnvValue(v.to_string()))
+    }
+
+    fn visit_bool<E: de::Error>(self, v: bool) -> Result<EnvValue, E> {
+        Ok(EnvValue(if v { "1" } else { "0" }.to_string()))
+    }
+}
+
+/// The kind of a gate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum GateKind {
+    Ratio,
+    Baseline,
+}
+
+/// One `[[gates]]` entry as written; `validate` turns it into a `Gate`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct GateFile {
+    pub name: Option<String>,
+    pub kind: GateKind,
+    pub figure: Figure,
+    pub numerator: Option<Cell>,
+    pub denominator: Option<Cell>,
+    pub max: Option<f64>,
+    pub min: Option<f64>,
+    pub cell: Option<Cell>,
+    pub tolerance: Option<f64>,
+    pub direction: Option<Direction>,
+}
+
+/// The whole file as serde reads it, before validation.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ScenarioFile {
+    pub name: Option<String>,
+    #[serde(default)]
+    pub description: String,
+    #[serde(default)]
+    pub queue: Queue,
+    #[serde(default)]
+    pub prefill: Prefill,
+    #[serde(default)]
+    pub producers: Producers,
+    #[serde(default)]
+    pub consumers: Consumers,
+    #[serde(default)]
+    pub run: Run,
+    #[serde(default)]
+    pub broker: Broker,
+    #[serde(default)]
+    pub gates: Vec<GateFile>,
+}

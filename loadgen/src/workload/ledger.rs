@@ -1,0 +1,191 @@
+//! The ledger: what became of every message this cell pushed, per consumer group.
+//!
+//! Producers record each pushed transactionId; consumers record deliveries and the answers to
+//! their acks. After the drain the ledger, reconciled against the broker's DLQ listing, is the
+//! audit: every (message, group) obligation must be acked, dead-lettered or dropped by the
+//! queue's explicit policy (exhausted retries with the DLQ disabled); anything else is lost.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Mutex;
+
+use ackbench_reports::results::Audit;
+
+/// The fate of one (message, group) as the client saw it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Fate {
+    pub deliveries: u32,
+    pub acked: bool,
+    /// The broker answered `dlq: true` for it (DLQ hand-off).
+    pub dead_lettered: bool,
+    /// The broker dropped it by policy (retries exhausted, DLQ disabled).
+    pub dropped: bool,
+}
+
+impl Fate {
+    fn resolved(&self) -> bool {
+        self.acked || self.dead_lettered || self.dropped
+    }
+}
+
+#[derive(Default)]
+struct Book {
+    /// Per group (index into `groups`): transactionId -> fate.
+    fates: Vec<HashMap<String, Fate>>,
+    pushed: u64,
+    resolved: u64,
+    acked: u64,
+}
+
+pub struct Ledger {
+    groups: usize,
+    book: Mutex<Book>,
+}
+
+impl Ledger {
+    pub fn new(groups: usize) -> Ledger {
+        let book = Book {
+            fates: vec![HashMap::new(); groups],
+            ..Default::default()
+        };
+        Ledger {
+            groups,
+            book: Mutex::new(book),
+        }
+    }
+
+    pub fn pushed(&self, txns: impl IntoIterator<Item = String>) {
+        let mut b = self.book.lock().expect("ledger lock");
+        for t in txns {
+            b.pushed += 1;
+            for g in 0..self.groups {
+                b.fates[g].entry(t.clone()).or_default();
+            }
+        }
+    }
+
+    /// Records a delivery; true when it is a redelivery.
+    pub fn delivered(&self, group: usize, txn: &str) -> bool {
+        let mut b = self.book.lock().expect("ledger lock");
+        let f = b.fates[group].entry(txn.to_string()).or_default();
+        f.deliveries += 1;
+        f.deliveries > 1
+    }
+
+    /// Records an ack answer; returns true when this is the message's first successful ack.
+    pub fn answered(
+        &self,
+        group: usize,
+        txn: &str,
+        acked: bool,
+        dead_lettered: bool,
+        dropped: bool,
+    ) -> bool {
+        let mut b = self.book.lock().expect("ledger lock");
+        let f = b.fates[group].entry(txn.to_string()).or_default();
+        let was_resolved = f.resolved();
+        let first_ack = acked && !f.acked;
+        f.acked |= acked;
+        f.dead_lettered |= dead_lettered;
+        f.dropped |= dropped;
+        let now_resolved = f.resolved();
+        if !was_resolved && now_resolved {
+            b.resolved += 1;
+        }
+        if first_ack {
+            b.acked += 1;
+        }
+        first_ack
+    }
+
+    /// Messages pushed so far (not multiplied by groups).
+    pub fn pushed_count(&self) -> u64 {
+        self.book.lock().expect("ledger lock").pushed
+    }
+
+    /// Distinct (message, group) pairs acked so far.
+    pub fn acked_count(&self) -> u64 {
+        self.book.lock().expect("ledger lock").acked
+    }
+
+    /// (message, group) obligations not yet acked, dead-lettered or dropped.
+    pub fn backlog(&self) -> u64 {
+        let b = self.book.lock().expect("ledger lock");
+        (b.pushed * self.groups as u64).saturating_sub(b.resolved)
+    }
+
+    /// Reconciles with the broker's DLQ listing (per group: the transactionIds it holds) and
+    /// counts the audit. A message the client saw dead-lettered but the DLQ lacks is lost.
+    pub fn audit(&self, dlq: &[HashSet<String>], drained: bool) -> Audit {
+        let b = self.book.lock().expect("ledger lock");
+        let mut a = Audit {
+            drained,
+            ..Default::default()
+        };
+        for (g, fates) in b.fates.iter().enumerate() {
+            let in_dlq = dlq.get(g);
+            for (txn, f) in fates {
+                a.pushed += 1;
+                a.duplicates += f.deliveries.saturating_sub(1) as u64;
+                if in_dlq.is_some_and(|s| s.contains(txn)) {
+                    a.dead_lettered += 1;
+                } else if f.acked {
+                    a.acked += 1;
+                } else if f.dropped {
+                    a.dropped += 1;
+                } else {
+                    a.lost += 1;
+                }
+            }
+        }
+        a
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_obligation_is_accounted_for() {
+        let l = Ledger::new(2);
+        l.pushed(["a", "b", "c", "d"].map(String::from));
+        assert_eq!(l.backlog(), 8);
+        assert!(!l.delivered(0, "a"));
+        assert!(l.delivered(0, "a"), "second delivery is a redelivery");
+        assert!(l.answered(0, "a", true, false, false));
+        assert!(
+            !l.answered(0, "a", true, false, false),
+            "only the first ack counts"
+        );
+        l.answered(0, "b", false, true, false);
+        l.answered(0, "c", false, false, true);
+        for t in ["a", "b", "c", "d"] {
+            l.answered(1, t, true, false, false);
+        }
+        assert_eq!(l.backlog(), 1);
+        let dlq = vec![HashSet::from(["b".to_string()]), HashSet::new()];
+        let a = l.audit(&dlq, true);
+        assert_eq!(
+            a,
+            Audit {
+                pushed: 8,
+                acked: 5,
+                dead_lettered: 1,
+                dropped: 1,
+                lost: 1,
+                duplicates: 1,
+                drained: true
+            }
+        );
+        assert!(!a.passed());
+    }
+
+    #[test]
+    fn a_dlq_answer_without_a_dlq_row_is_lost() {
+        let l = Ledger::new(1);
+        l.pushed(["x".to_string()]);
+        l.answered(0, "x", false, true, false);
+        let a = l.audit(&[HashSet::new()], true);
+        assert_eq!(a.lost, 1);
+    }
+}

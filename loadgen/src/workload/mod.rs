@@ -1,0 +1,141 @@
+//! The workload of one cell: producers and consumers driving the broker, sharing one
+//! `CellContext` (client, ledger, latency recorder, counters, phase).
+
+pub mod consumer;
+pub mod ledger;
+pub mod producer;
+
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+
+use crate::client::BrokerClient;
+use crate::measure::latency::Recorder;
+use ledger::Ledger;
+
+/// Where a cell is in its life; workers read it before every step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Phase {
+    /// Load runs, nothing is recorded.
+    Warmup = 0,
+    /// Load runs and latency is recorded.
+    Measure = 1,
+    /// Producers stop; consumers finish the backlog without stalling.
+    Drain = 2,
+    /// Everyone stops.
+    Stop = 3,
+}
+
+/// Request and message counters (monotonic; the window's figures are deltas).
+#[derive(Default)]
+pub struct Counters {
+    pub push_requests: AtomicU64,
+    pub pushed_messages: AtomicU64,
+    pub pop_requests: AtomicU64,
+    pub popped_messages: AtomicU64,
+    pub ack_requests: AtomicU64,
+    pub acked_messages: AtomicU64,
+    pub redeliveries: AtomicU64,
+    pub refused_acks: AtomicU64,
+    pub errors: AtomicU64,
+}
+
+/// A point-in-time copy of `Counters`.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct CounterValues {
+    pub push_requests: f64,
+    pub pushed_messages: f64,
+    pub pop_requests: f64,
+    pub popped_messages: f64,
+    pub ack_requests: f64,
+    pub acked_messages: f64,
+    pub redeliveries: f64,
+    pub refused_acks: f64,
+    pub errors: f64,
+}
+
+impl Counters {
+    pub fn bump(counter: &AtomicU64, n: u64) {
+        counter.fetch_add(n, Ordering::Relaxed);
+    }
+
+    pub fn values(&self) -> CounterValues {
+        let v = |c: &AtomicU64| c.load(Ordering::Relaxed) as f64;
+        CounterValues {
+            push_requests: v(&self.push_requests),
+            pushed_messages: v(&self.pushed_messages),
+            pop_requests: v(&self.pop_requests),
+            popped_messages: v(&self.popped_messages),
+            ack_requests: v(&self.ack_requests),
+            acked_messages: v(&self.acked_messages),
+            redeliveries: v(&self.redeliveries),
+            refused_acks: v(&self.refused_acks),
+            errors: v(&self.errors),
+        }
+    }
+}
+
+impl CounterValues {
+    pub fn since(&self, e: &CounterValues) -> CounterValues {
+        CounterValues {
+            push_requests: self.push_requests - e.push_requests,
+            pushed_messages: self.pushed_messages - e.pushed_messages,
+            pop_requests: self.pop_requests - e.pop_requests,
+            popped_messages: self.popped_messages - e.popped_messages,
+            ack_requests: self.ack_requests - e.ack_requests,
+            acked_messages: self.acked_messages - e.acked_messages,
+            redeliveries: self.redeliveries - e.redeliveries,
+            refused_acks: self.refused_acks - e.refused_acks,
+            errors: self.errors - e.errors,
+        }
+    }
+}
+
+pub struct CellContext {
+    pub client: BrokerClient,
+    pub ledger: Ledger,
+    pub latency: Recorder,
+    pub counters: Counters,
+    phase: AtomicU8,
+    /// The last error seen, for the progress line and the log.
+    pub last_error: std::sync::Mutex<Option<String>>,
+}
+
+impl CellContext {
+    pub fn new(client: BrokerClient, groups: usize) -> CellContext {
+        CellContext {
+            client,
+            ledger: Ledger::new(groups),
+            latency: Recorder::default(),
+            counters: Counters::default(),
+            phase: AtomicU8::new(Phase::Warmup as u8),
+            last_error: std::sync::Mutex::new(None),
+        }
+    }
+
+    pub fn phase(&self) -> Phase {
+        match self.phase.load(Ordering::Relaxed) {
+            0 => Phase::Warmup,
+            1 => Phase::Measure,
+            2 => Phase::Drain,
+            _ => Phase::Stop,
+        }
+    }
+
+    pub fn set_phase(&self, p: Phase) {
+        self.phase.store(p as u8, Ordering::SeqCst);
+        self.latency.set_measuring(p == Phase::Measure);
+    }
+
+    pub fn error(&self, what: String) {
+        Counters::bump(&self.counters.errors, 1);
+        *self.last_error.lock().expect("error lock") = Some(what);
+    }
+}
+
+/// Microseconds since the UNIX epoch (the timestamp producers put in payloads).
+pub fn now_us() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_micros() as u64)
+        .unwrap_or(0)
+}

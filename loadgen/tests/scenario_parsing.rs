@@ -1,0 +1,569 @@
+//! Scenario files: the shipped scenarios parse, defaults are the documented ones, and every bad
+//! key or value is refused naming the key and its line (fixtures mark that line with `# ERROR`).
+
+use ackbench::scenario::{
+    AckMode, Cell, Direction, Figure, GateCheck, LatencyOp, LoopMode, Overrides, Partitioning,
+    Percentile, PopRoute, ScalarFigure, Scenario, ScenarioError,
+};
+use std::path::PathBuf;
+
+const SHIPPED: [&str; 5] = [
+    "deep-partitions",
+    "tiny-batches",
+    "mixed-nacks",
+    "lease-expiry",
+    "smoke",
+];
+
+fn scenario_path(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../scenarios")
+        .join(format!("{name}.toml"))
+}
+
+fn fixture_path(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name)
+}
+
+fn shipped(name: &str) -> Scenario {
+    Scenario::load(scenario_path(name)).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// The 1-based line of the fixture marked `# ERROR`.
+fn marked_line(text: &str) -> usize {
+    text.lines()
+        .position(|l| l.contains("# ERROR"))
+        .expect("fixture has an `# ERROR` marker")
+        + 1
+}
+
+/// Loads a bad fixture and checks the error is at its marked line, reported as `path:line: ...`.
+fn fixture_error(name: &str) -> ScenarioError {
+    let path = fixture_path(name);
+    let text = std::fs::read_to_string(&path).unwrap();
+    let err = Scenario::load(&path).expect_err("the fixture must be refused");
+    let line = marked_line(&text);
+    assert_eq!(err.line(), Some(line), "wrong line in: {err}");
+    let prefix = format!("{}:{line}: ", path.display());
+    assert!(err.to_string().starts_with(&prefix), "{err}");
+    err
+}
+
+/// Parses inline text expected to fail; returns the error.
+fn parse_err(text: &str) -> ScenarioError {
+    Scenario::parse(text, "inline.toml").expect_err("the text must be refused")
+}
+
+fn assert_mentions(err: &ScenarioError, words: &[&str]) {
+    let text = err.to_string();
+    for word in words {
+        assert!(text.contains(word), "`{word}` missing from: {text}");
+    }
+}
+
+#[test]
+fn every_shipped_scenario_parses_and_validates() {
+    for name in SHIPPED {
+        let s = shipped(name);
+        assert_eq!(s.name, name);
+        assert!(!s.description.is_empty(), "{name} has a description");
+        assert!(!s.run.cells.is_empty());
+    }
+}
+
+#[test]
+fn shipped_scenarios_have_their_character() {
+    let deep = shipped("deep-partitions");
+    assert!(deep.queue.partitions <= 4);
+    assert!(deep.prefill.messages_per_partition >= 100_000);
+    assert_eq!(deep.prefill.batch, 1000);
+    assert_eq!(deep.queue.options.dedup_window_seconds, 0);
+    assert!(deep.consumers.lease_less > 0.0);
+    assert_eq!(deep.consumers.ack_mode, AckMode::Batch);
+
+    let tiny = shipped("tiny-batches");
+    assert!(tiny.queue.partitions >= 128);
+    assert!(tiny.consumers.pop_batch <= 2);
+    assert!(tiny.consumers.count >= 32);
+    assert_eq!(tiny.consumers.pop_route, PopRoute::Wildcard);
+    assert!(tiny.gates.iter().any(|g| {
+        g.figure == Figure::Scalar(ScalarFigure::AckCommitsPerAck)
+            && g.check
+                == GateCheck::Ratio {
+                    numerator: Cell::RegistryFusion,
+                    denominator: Cell::None,
+                    max: Some(0.5),
+                    min: None,
+                }
+    }));
+
+    let nacks = shipped("mixed-nacks");
+    let o = &nacks.consumers.outcomes;
+    assert!(o.failed > 0.0 && o.retry > 0.0 && o.dlq > 0.0);
+    assert!(nacks.queue.options.dlq_enabled());
+
+    let expiry = shipped("lease-expiry");
+    assert!(expiry.lease_seconds() <= 5);
+    assert!(expiry.consumers.stall > 0.0);
+}
+
+#[test]
+fn smoke_uses_every_feature_and_fits_in_a_minute() {
+    let s = shipped("smoke");
+    assert!(s.prefill.messages_per_partition > 0);
+    assert_eq!(s.producers.mode, LoopMode::Open);
+    assert!(s.consumers.long_poll);
+    assert!(s.consumers.lease_less > 0.0);
+    assert!(s.consumers.stall > 0.0);
+    assert!(s.consumers.outcomes.failed > 0.0 && s.consumers.outcomes.dlq > 0.0);
+    assert!(s.consumers.groups.is_some());
+    assert_eq!(s.run.cells.len(), 4);
+    let per_cell = s.run.warmup_secs + s.run.duration_secs;
+    assert!(per_cell * s.run.cells.len() as f64 * s.run.rounds as f64 <= 40.0);
+    let figures: Vec<String> = s.gates.iter().map(|g| g.figure.name()).collect();
+    assert!(figures.contains(&"ack_commits_per_ack".to_string()));
+    assert!(figures.contains(&"pg_exec_ms_per_ack".to_string()));
+    assert_eq!(s.broker.env["QUEEN_ACK_FUSION_SHARDS"], "2");
+}
+
+#[test]
+fn minimal_file_gets_the_documented_defaults() {
+    let s = Scenario::load(fixture_path("minimal.toml")).unwrap();
+    assert_eq!(s.name, "minimal");
+    assert_eq!(s.description, "");
+    assert_eq!(s.queue.name, "ackbench");
+    assert_eq!(s.queue.partitions, 1);
+    let o = &s.queue.options;
+    assert_eq!(
+        (o.lease_time, o.retry_limit, o.dedup_window_seconds),
+        (300, 3, 3600)
+    );
+    assert!(o.dead_letter_queue && o.dlq_after_max_retries);
+    assert_eq!((o.completed_retention_seconds, o.retention_seconds), (0, 0));
+    assert_eq!(s.prefill.messages_per_partition, 0);
+    assert_eq!((s.prefill.batch, s.prefill.payload_bytes), (1000, 256));
+    assert_eq!(s.producers.count, 1);
+    assert_eq!(s.producers.batch, 1);
+    assert_eq!(s.producers.mode, LoopMode::Closed);
+    assert_eq!(s.producers.rate, None);
+    assert_eq!(s.producers.partitioning, Partitioning::RoundRobin);
+    let c = &s.consumers;
+    assert_eq!((c.count, c.pop_batch, c.partitions_per_pop), (1, 200, 1));
+    assert_eq!(c.group_names(), vec![None]);
+    assert!(!c.long_poll);
+    assert_eq!(c.long_poll_timeout_ms, 5000);
+    assert_eq!(c.ack_mode, AckMode::Batch);
+    assert_eq!((c.lease_less, c.stall, c.stall_extra_ms), (0.0, 0.0, 1000));
+    assert_eq!(c.outcomes.completed, 1.0);
+    assert_eq!(s.lease_seconds(), 300);
+    assert_eq!(
+        (s.run.warmup_secs, s.run.duration_secs, s.run.rounds),
+        (5.0, 30.0, 3)
+    );
+    assert_eq!(s.run.cells, Cell::ALL.to_vec());
+    assert_eq!(s.run.seed, None);
+    assert!(s.broker.env.is_empty() && s.broker.pool_size.is_none());
+    assert!(s.gates.is_empty());
+    assert!(s.source_text.contains("smallest scenario"));
+}
+
+#[test]
+fn name_defaults_to_a_clean_file_stem_and_is_checked() {
+    let s = Scenario::parse("", "dir/my run (2).toml").unwrap();
+    assert_eq!(s.name, "my-run--2-");
+    let err = parse_err("description = \"x\"\nname = \"a b\"\n");
+    assert_eq!((err.key(), err.line()), (Some("name"), Some(2)));
+}
+
+#[test]
+fn unknown_key_at_top_level() {
+    let err = fixture_error("unknown_top_level.toml");
+    assert_eq!(err.key(), Some("batchsize"));
+    assert_mentions(&err, &["unknown key `batchsize` at top level", "consumers"]);
+}
+
+#[test]
+fn unknown_key_in_a_section() {
+    let err = fixture_error("unknown_in_section.toml");
+    assert_eq!(err.key(), Some("consumers.batchsize"));
+    assert_mentions(
+        &err,
+        &[
+            "unknown key `batchsize` in [consumers]",
+            "expected one of:",
+            "pop_batch",
+        ],
+    );
+}
+
+#[test]
+fn unknown_key_in_a_gate() {
+    let err = fixture_error("unknown_in_gate.toml");
+    assert_eq!(err.key(), Some("gates[1].threshold"));
+    assert_mentions(&err, &["unknown key `threshold` in [[gates]]", "max"]);
+}
+
+#[test]
+fn unknown_key_written_dotted_or_inline() {
+    let err = parse_err("name = \"x\"\nconsumers.outcomes.faild = 0.1\n");
+    assert_eq!(err.line(), Some(2));
+    assert_eq!(err.key(), Some("consumers.outcomes.faild"));
+    let err = parse_err("name = \"x\"\n[queue]\n\noptions = { lease_time = 5, lease = 3 }\n");
+    assert_eq!(err.line(), Some(4));
+    assert_mentions(&err, &["unknown key `lease` in [queue.options]"]);
+}
+
+#[test]
+fn negative_rate_is_refused() {
+    let err = fixture_error("negative_rate.toml");
+    assert_eq!(err.key(), Some("producers.rate"));
+    assert_mentions(&err, &["producers.rate must be positive", "-500"]);
+}
+
+#[test]
+fn pop_batch_zero_is_refused() {
+    let err = fixture_error("pop_batch_zero.toml");
+    assert_eq!(err.key(), Some("consumers.pop_batch"));
+    assert_mentions(
+        &err,
+        &["consumers.pop_batch must be between 1 and 10000, got 0"],
+    );
+}
+
+#[test]
+fn outcomes_must_sum_to_one_or_a_hundred() {
+    let err = fixture_error("outcomes_not_summing.toml");
+    assert_eq!(err.key(), Some("consumers.outcomes"));
+    assert_mentions(&err, &["consumers.outcomes must sum to 1", "100"]);
+}
+
+#[test]
+fn outcomes_as_percentages_or_with_completed_left_out() {
+    let s = Scenario::parse(
+        "[consumers.outcomes]\ncompleted = 85\nfailed = 7\nretry = 5\ndlq = 3\n",
+        "p.toml",
+    )
+    .unwrap();
+    let o = &s.consumers.outcomes;
+    assert!((o.completed - 0.85).abs() < 1e-9 && (o.dlq - 0.03).abs() < 1e-9);
+    let s = Scenario::parse(
+        "[consumers.outcomes]\nfailed = 0.1\nretry = 0.05\n",
+        "p.toml",
+    )
+    .unwrap();
+    assert!((s.consumers.outcomes.completed - 0.85).abs() < 1e-9);
+    let err = parse_err("[consumers.outcomes]\nfailed = 7\nretry = 5\n");
+    assert_eq!(err.line(), Some(1));
+    assert_mentions(&err, &["consumers.outcomes", "give completed too"]);
+    let err = parse_err("[consumers.outcomes]\ncompleted = 1.1\nfailed = -0.1\n");
+    assert_eq!(err.key(), Some("consumers.outcomes.failed"));
+    assert_eq!(err.line(), Some(3));
+}
+
+#[test]
+fn unknown_cell_is_refused() {
+    let err = fixture_error("unknown_cell.toml");
+    assert_eq!(err.key(), Some("run.cells[1]"));
+    assert_mentions(
+        &err,
+        &[
+            "run.cells[1] must be one of",
+            "`registry+fusion`",
+            "`fusoin`",
+        ],
+    );
+}
+
+#[test]
+fn unknown_gate_figure_is_refused() {
+    let err = fixture_error("unknown_figure.toml");
+    assert_eq!(err.key(), Some("gates[0].figure"));
+    assert_mentions(
+        &err,
+        &[
+            "gates[0].figure must be a known figure",
+            "ack_commits_per_ack",
+            "`acks_per_commit`",
+        ],
+    );
+}
+
+#[test]
+fn open_loop_needs_a_rate() {
+    let err = fixture_error("open_without_rate.toml");
+    assert_eq!(err.key(), Some("producers.rate"));
+    assert_mentions(&err, &["producers.rate", "required", "\"open\""]);
+}
+
+#[test]
+fn closed_loop_refuses_a_rate() {
+    let err = parse_err("[producers]\nmode = \"closed\"\nrate = 100\n");
+    assert_eq!((err.key(), err.line()), (Some("producers.rate"), Some(3)));
+}
+
+#[test]
+fn bad_types_and_enum_values_name_the_key() {
+    let err = parse_err("[queue]\npartitions = \"four\"\n");
+    assert_eq!((err.key(), err.line()), (Some("queue.partitions"), Some(2)));
+    assert_mentions(&err, &["queue.partitions must be a non-negative integer"]);
+    let err = parse_err("[run]\nrounds = -1\n");
+    assert_eq!((err.key(), err.line()), (Some("run.rounds"), Some(2)));
+    let err = parse_err("\n[producers]\nmode = \"half-open\"\n");
+    assert_eq!((err.key(), err.line()), (Some("producers.mode"), Some(3)));
+    assert_mentions(&err, &["`open`", "`closed`", "`half-open`"]);
+    let err = parse_err("[consumers]\nack_mode = \"each\"\n");
+    assert_eq!(err.key(), Some("consumers.ack_mode"));
+}
+
+#[test]
+fn syntax_errors_give_the_line() {
+    let err = parse_err("name = \"x\"\n[queue\npartitions = 2\n");
+    assert!(
+        matches!(err, ScenarioError::Syntax { line: 2, .. }),
+        "{err}"
+    );
+    assert!(err.to_string().starts_with("inline.toml:2: not valid TOML"));
+}
+
+#[test]
+fn cross_key_rules() {
+    let err = parse_err("[queue]\npartitions = 2\n[consumers]\npartitions_per_pop = 3\n");
+    assert_eq!(err.key(), Some("consumers.partitions_per_pop"));
+    assert_mentions(&err, &["at most queue.partitions (2), got 3"]);
+    let err = parse_err(
+        "[queue]\npartitions = 4\n[consumers]\npop_route = \"partition\"\npartitions_per_pop = 2\n",
+    );
+    assert_eq!(err.line(), Some(5));
+    let err = parse_err("[consumers]\nstall = 0.1\n[run]\ndrain_timeout_secs = 60\n");
+    assert_eq!((err.key(), err.line()), (Some("consumers.stall"), Some(2)));
+    let err = parse_err("[queue.options]\nlease_time = 2\n[consumers]\nprocessing_ms = 2500\n");
+    assert_eq!(err.key(), Some("consumers.processing_ms"));
+    let err = parse_err("[producers]\ncount = 0\n");
+    assert_mentions(&err, &["nothing to consume"]);
+    let err = parse_err("[run]\nwarmup_secs = -1\n");
+    assert_eq!((err.key(), err.line()), (Some("run.warmup_secs"), Some(2)));
+    let err = parse_err("[run]\nduration_secs = 0\n");
+    assert_eq!(err.key(), Some("run.duration_secs"));
+    let err = parse_err("[run]\ncells = [\"none\", \"registry\", \"none\"]\n");
+    assert_eq!(err.key(), Some("run.cells[2]"));
+}
+
+#[test]
+fn broker_env_takes_scalars_and_refuses_what_the_harness_sets() {
+    let s = Scenario::parse(
+        "[broker]\npool_size = 8\n[broker.env]\nQUEEN_ACK_FUSION_SHARDS = 4\nQUEEN_TENANCY_HEADER = true\nRUST_LOG = \"info\"\n",
+        "env.toml",
+    )
+    .unwrap();
+    assert_eq!(s.broker.env["QUEEN_ACK_FUSION_SHARDS"], "4");
+    assert_eq!(s.broker.env["QUEEN_TENANCY_HEADER"], "1");
+    assert_eq!(s.broker.pool_size, Some(8));
+    let err = parse_err("[broker.env]\nRUST_LOG = \"info\"\nQUEEN_ACK_FUSION = 0\n");
+    assert_eq!(
+        (err.key(), err.line()),
+        (Some("broker.env.QUEEN_ACK_FUSION"), Some(3))
+    );
+    assert_mentions(&err, &["run.cells"]);
+}
+
+#[test]
+fn gates_are_typed_and_checked_against_their_kind() {
+    let s = Scenario::parse(
+        "[[gates]]\nkind = \"baseline\"\nfigure = \"latency_ms.ack.p99\"\ncell = \"none\"\n\
+         [[gates]]\nkind = \"baseline\"\nfigure = \"wal_bytes_per_ack\"\ncell = \"registry\"\n\
+         tolerance = 0.02\ndirection = \"two_sided\"\n",
+        "g.toml",
+    )
+    .unwrap();
+    assert_eq!(
+        s.gates[0].figure,
+        Figure::Latency(LatencyOp::Ack, Percentile::P99)
+    );
+    assert_eq!(
+        s.gates[0].check,
+        GateCheck::Baseline {
+            cell: Cell::None,
+            tolerance: 0.5,
+            direction: Direction::LowerIsBetter
+        }
+    );
+    assert_eq!(s.gates[1].line, 5);
+    assert_eq!(
+        s.gates[1].check,
+        GateCheck::Baseline {
+            cell: Cell::Registry,
+            tolerance: 0.02,
+            direction: Direction::TwoSided
+        }
+    );
+
+    let ratio = "[[gates]]\nkind = \"ratio\"\nfigure = \"commits\"\nnumerator = \"registry\"\n";
+    let err = parse_err(&format!(
+        "{ratio}denominator = \"none\"\ncell = \"none\"\nmax = 1\n"
+    ));
+    assert_eq!((err.key(), err.line()), (Some("gates[0].cell"), Some(6)));
+    let err = parse_err(&format!("{ratio}denominator = \"none\"\n"));
+    assert_eq!((err.key(), err.line()), (Some("gates[0].max"), Some(1)));
+    let err = parse_err(&format!("{ratio}max = 0.5\n"));
+    assert_eq!(err.key(), Some("gates[0].denominator"));
+    assert_mentions(&err, &["missing required key `denominator`"]);
+    let err = parse_err(&format!("{ratio}denominator = \"registry\"\nmax = 0.5\n"));
+    assert_eq!(
+        (err.key(), err.line()),
+        (Some("gates[0].denominator"), Some(5))
+    );
+    let err = parse_err(&format!("{ratio}denominator = \"none\"\nmax = -1\n"));
+    assert_eq!(err.key(), Some("gates[0].max"));
+    let err = parse_err(&format!(
+        "[run]\ncells = [\"registry\", \"fusion\"]\n{ratio}denominator = \"none\"\nmax = 0.5\n"
+    ));
+    assert_eq!(
+        (err.key(), err.line()),
+        (Some("gates[0].denominator"), Some(7))
+    );
+    assert_mentions(&err, &["run.cells"]);
+    let err = parse_err("[[gates]]\nfigure = \"commits\"\n");
+    assert_eq!((err.key(), err.line()), (Some("gates[0].kind"), Some(1)));
+}
+
+#[test]
+fn overrides_apply() {
+    let mut s = shipped("smoke");
+    let overrides = Overrides {
+        cells: Some(vec!["registry+fusion, none".into(), "registry".into()]),
+        rounds: Some(2),
+        duration_secs: Some(3.5),
+        warmup_secs: Some(0.0),
+        seed: Some(7),
+    };
+    s.apply_overrides(&overrides).unwrap();
+    assert_eq!(
+        s.run.cells,
+        vec![Cell::RegistryFusion, Cell::None, Cell::Registry]
+    );
+    assert_eq!((s.run.rounds, s.run.seed), (2, Some(7)));
+    assert_eq!((s.run.duration_secs, s.run.warmup_secs), (3.5, 0.0));
+    s.apply_overrides(&Overrides::default()).unwrap();
+    assert_eq!(s.run.rounds, 2);
+}
+
+#[test]
+fn bad_overrides_name_the_flag_and_change_nothing() {
+    let original = shipped("smoke");
+    let cases: [(Overrides, &str, &str); 6] = [
+        (
+            Overrides {
+                cells: Some(vec!["registry,foo".into()]),
+                ..Overrides::default()
+            },
+            "--cells",
+            "unknown cell `foo`",
+        ),
+        (
+            Overrides {
+                cells: Some(vec!["none".into(), "none".into()]),
+                ..Overrides::default()
+            },
+            "--cells",
+            "twice",
+        ),
+        (
+            Overrides {
+                cells: Some(vec!["registry+fusion,none".into()]),
+                ..Overrides::default()
+            },
+            "--cells",
+            "needs cell `registry`",
+        ),
+        (
+            Overrides {
+                rounds: Some(0),
+                ..Overrides::default()
+            },
+            "--rounds",
+            "got 0",
+        ),
+        (
+            Overrides {
+                duration_secs: Some(-2.0),
+                ..Overrides::default()
+            },
+            "--duration",
+            "positive",
+        ),
+        (
+            Overrides {
+                warmup_secs: Some(f64::NAN),
+                rounds: Some(5),
+                ..Overrides::default()
+            },
+            "--warmup",
+            "at least 0",
+        ),
+    ];
+    for (overrides, flag, words) in cases {
+        let mut s = original.clone();
+        let err = s.apply_overrides(&overrides).expect_err(flag);
+        assert_eq!(err.flag(), Some(flag));
+        assert!(err.to_string().starts_with(&format!("{flag}: ")), "{err}");
+        assert_mentions(&err, &[words]);
+        assert_eq!(s, original, "a refused override must change nothing");
+    }
+}
+
+#[test]
+fn figure_names_round_trip() {
+    for name in [
+        "acked_messages",
+        "ack_requests",
+        "ack_throughput",
+        "push_throughput",
+        "commits",
+        "commits_per_sec",
+        "commits_per_ack",
+        "ack_commits_per_ack",
+        "commits_per_ack_request",
+        "wal_syncs_per_ack",
+        "wal_bytes_per_ack",
+        "pg_exec_ms_per_ack",
+        "registry_hit_rate",
+        "fusion_rows_per_commit",
+        "latency_ms.push.p50",
+        "latency_ms.pop.p90",
+        "latency_ms.e2e.p999",
+        "latency_ms.ack.max",
+    ] {
+        let figure: Figure = name.parse().unwrap();
+        assert_eq!(figure.name(), name);
+    }
+    assert!("latency_ms.ack.p95".parse::<Figure>().is_err());
+    assert!("latency_ms.ack".parse::<Figure>().is_err());
+}
+
+#[test]
+fn cells_carry_their_broker_toggles() {
+    assert_eq!(
+        Cell::Fusion.broker_env(),
+        [("QUEEN_ACK_REGISTRY", "0"), ("QUEEN_ACK_FUSION", "1")]
+    );
+    assert!(Cell::RegistryFusion.registry() && Cell::RegistryFusion.fusion());
+    assert!(!Cell::None.registry() && !Cell::None.fusion());
+    let s = shipped("smoke");
+    assert_eq!(
+        s.consumers.group_names(),
+        vec![Some("smoke-0".to_string()), Some("smoke-1".to_string())]
+    );
+    assert_eq!(s.consumers.total(), 32);
+    assert_eq!(s.partition_names().len(), 16);
+    assert_eq!(s.queue.options.to_wire().lease_time, 5);
+}
+
+#[test]
+fn read_errors_name_the_path() {
+    let err = Scenario::load("/nonexistent/x.toml").unwrap_err();
+    assert!(err
+        .to_string()
+        .starts_with("/nonexistent/x.toml: cannot read"));
+}
