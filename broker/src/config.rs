@@ -163,13 +163,13 @@ fn database_config<F: Fn(&str) -> Option<String>>(
         });
     }
     let mut config = tokio_postgres::Config::new();
-    config.host(&vars.get("PG_HOST").unwrap_or_else(|| "localhost".into()));
+    config.host(vars.get("PG_HOST").unwrap_or_else(|| "localhost".into()));
     config.port(vars.number("PG_PORT", 5432u16, 1, u16::MAX)?);
-    config.user(&vars.get("PG_USER").unwrap_or_else(|| "postgres".into()));
+    config.user(vars.get("PG_USER").unwrap_or_else(|| "postgres".into()));
     if let Some(password) = vars.get("PG_PASSWORD") {
         config.password(password);
     }
-    config.dbname(&vars.get("PG_DB").unwrap_or_else(|| "postgres".into()));
+    config.dbname(vars.get("PG_DB").unwrap_or_else(|| "postgres".into()));
     Ok(config)
 }
 
@@ -207,7 +207,8 @@ mod tests {
             ("QUEEN_ACK_REGISTRY", "maybe"),
             ("QUEEN_ACK_FUSION_SHARDS", "-2"),
             ("QUEEN_MAX_BODY_BYTES", "12x"),
-            ("DATABASE_URL", "postgres://a b@/:::"),
+            ("DATABASE_URL", "postgres://db.example:notaport/x"),
+            ("PG_PORT", "70000"),
             ("QUEEN_LISTEN", "nowhere"),
         ] {
             let err = with(&[(name, value)]).unwrap_err();

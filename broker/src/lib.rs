@@ -10,6 +10,7 @@
 //! - `longpoll`: parked pops woken by pushes; `retention`: the background purge;
 //! - `config`, `metrics`, `app`: environment, counters, shared state.
 
+pub mod ack;
 pub mod app;
 pub mod config;
 pub mod http;

@@ -22,6 +22,10 @@ pub struct Metrics {
     pub retention_passes: AtomicU64,
     pub retention_txns_purged: AtomicU64,
     pub retention_segments_deleted: AtomicU64,
+    /// Ack items answered by the hash path (`queen.log_ack_by_hash_v1`).
+    pub acks_hash: AtomicU64,
+    /// Ack items answered by a positional advance (`queen.log_ack_at_v1`).
+    pub acks_positional: AtomicU64,
 }
 
 impl Metrics {
@@ -99,6 +103,15 @@ impl Metrics {
         ];
         for (name, help, value) in counters {
             counter(&mut out, name, help, value.load(Relaxed));
+        }
+        out.push_str("# HELP queen_acks_total Ack items by the path that answered them.\n");
+        out.push_str("# TYPE queen_acks_total counter\n");
+        for (path, value) in [("hash", &self.acks_hash), ("positional", &self.acks_positional)] {
+            let _ = writeln!(
+                out,
+                "queen_acks_total{{path=\"{path}\"}} {}",
+                value.load(Relaxed)
+            );
         }
         extra(&mut out);
         out

@@ -9,8 +9,18 @@ use serde_json::json;
 
 async fn nothing_written(t: &TestBroker) {
     let db = t.sql().await;
-    for table in ["queen.queues", "queen.log_partitions", "queen.log_segments", "queen.log_txns", "queen.log_consumers"] {
-        let n: i64 = db.query_one(&format!("SELECT count(*) FROM {table}"), &[]).await.unwrap().get(0);
+    for table in [
+        "queen.queues",
+        "queen.log_partitions",
+        "queen.log_segments",
+        "queen.log_txns",
+        "queen.log_consumers",
+    ] {
+        let n: i64 = db
+            .query_one(&format!("SELECT count(*) FROM {table}"), &[])
+            .await
+            .unwrap()
+            .get(0);
         assert_eq!(n, 0, "{table} must stay empty");
     }
 }
@@ -24,11 +34,26 @@ async fn malformed_pushes_are_400_naming_the_field() {
         (json!({"items": {}}), "items"),
         (json!({"items": [7]}), "items[0]"),
         (json!({"items": [{"payload": 1}]}), "items[0].queue"),
-        (json!({"items": [{"queue": "", "payload": 1}]}), "items[0].queue"),
-        (json!({"items": [{"queue": 5, "payload": 1}]}), "items[0].queue"),
-        (json!({"items": [{"queue": "q", "payload": 1}, {"queue": "q", "partition": "", "payload": 1}]}), "items[1].partition"),
-        (json!({"items": [{"queue": "q", "payload": 1, "transactionId": 12}]}), "items[0].transactionId"),
-        (json!({"items": [{"queue": "q", "payload": 1, "transactionId": long}]}), "items[0].transactionId"),
+        (
+            json!({"items": [{"queue": "", "payload": 1}]}),
+            "items[0].queue",
+        ),
+        (
+            json!({"items": [{"queue": 5, "payload": 1}]}),
+            "items[0].queue",
+        ),
+        (
+            json!({"items": [{"queue": "q", "payload": 1}, {"queue": "q", "partition": "", "payload": 1}]}),
+            "items[1].partition",
+        ),
+        (
+            json!({"items": [{"queue": "q", "payload": 1, "transactionId": 12}]}),
+            "items[0].transactionId",
+        ),
+        (
+            json!({"items": [{"queue": "q", "payload": 1, "transactionId": long}]}),
+            "items[0].transactionId",
+        ),
         (json!({"items": [{"queue": "q"}]}), "items[0].payload"),
     ];
     for (body, field) in cases {
@@ -73,7 +98,10 @@ async fn body_over_the_limit_is_413() {
 #[tokio::test]
 async fn unknown_routes_404_wrong_methods_405() {
     let t = TestBroker::start().await;
-    assert_eq!(t.http.get("/api/v1/nothing").await.status, StatusCode::NOT_FOUND);
+    assert_eq!(
+        t.http.get("/api/v1/nothing").await.status,
+        StatusCode::NOT_FOUND
+    );
     let r = t.http.get("/api/v1/push").await;
     assert_eq!(r.status, StatusCode::METHOD_NOT_ALLOWED);
     assert!(r.json["error"].is_string());
@@ -98,7 +126,11 @@ async fn malformed_pops_are_400_naming_the_parameter() {
     ] {
         let r = t.http.pop("q", "p", query).await;
         assert_eq!(r.status, StatusCode::BAD_REQUEST, "{query}");
-        assert!(r.json["error"].as_str().unwrap().contains(param), "{query}: {}", r.text);
+        assert!(
+            r.json["error"].as_str().unwrap().contains(param),
+            "{query}: {}",
+            r.text
+        );
     }
     let r = t.http.get("/api/v1/pop/queue/q?partitions=0").await;
     assert_eq!(r.status, StatusCode::BAD_REQUEST);
@@ -120,19 +152,31 @@ async fn bad_configure_names_the_option() {
         (json!({"deadLetterQueue": 1}), "deadLetterQueue"),
         (json!({"dedupWindowSeconds": 1.5}), "dedupWindowSeconds"),
     ] {
-        let r = t.http.post("/api/v1/configure", json!({"queue": "c", "options": options})).await;
+        let r = t
+            .http
+            .post(
+                "/api/v1/configure",
+                json!({"queue": "c", "options": options}),
+            )
+            .await;
         assert_eq!(r.status, StatusCode::BAD_REQUEST, "{options}");
         assert_eq!(r.json["invalid"], name);
         assert!(r.json["error"].as_str().unwrap().contains(name));
     }
-    let r = t.http.post("/api/v1/configure", json!({"options": {}})).await;
+    let r = t
+        .http
+        .post("/api/v1/configure", json!({"options": {}}))
+        .await;
     assert_eq!(r.status, StatusCode::BAD_REQUEST);
     assert!(r.json["error"].as_str().unwrap().contains("queue"));
     nothing_written(&t).await;
 
     let ok = t
         .http
-        .post("/api/v1/configure", json!({"queue": "shop.c", "options": {"retryLimit": 5, "deadLetterQueue": false}}))
+        .post(
+            "/api/v1/configure",
+            json!({"queue": "shop.c", "options": {"retryLimit": 5, "deadLetterQueue": false}}),
+        )
         .await;
     assert_eq!(ok.status, StatusCode::OK);
     assert_eq!(ok.json["configured"], true);
@@ -150,7 +194,12 @@ async fn malformed_tenant_header_is_400() {
     let t = TestBroker::start_with(|c| c.tenancy_header = true).await;
     let r = t
         .http
-        .send(Method::POST, "/api/v1/push", Some(br#"{"items":[]}"#.to_vec()), &[("x-queen-tenant", "acme")])
+        .send(
+            Method::POST,
+            "/api/v1/push",
+            Some(br#"{"items":[]}"#.to_vec()),
+            &[("x-queen-tenant", "acme")],
+        )
         .await;
     assert_eq!(r.status, StatusCode::BAD_REQUEST);
     assert!(r.json["error"].as_str().unwrap().contains("x-queen-tenant"));

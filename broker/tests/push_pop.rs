@@ -12,7 +12,10 @@ use serde_json::json;
 #[tokio::test]
 async fn push_then_pop_in_order() {
     let t = TestBroker::start().await;
-    let r = t.http.push("orders", &[("p1", "a"), ("p1", "b"), ("p1", "c")]).await;
+    let r = t
+        .http
+        .push("orders", &[("p1", "a"), ("p1", "b"), ("p1", "c")])
+        .await;
     assert_eq!(r.len(), 3);
     assert_eq!(r[0]["status"], "queued");
     assert_eq!(r[1]["index"], 1);
@@ -32,7 +35,10 @@ async fn push_then_pop_in_order() {
     assert_eq!(p.json["partitionsClaimed"], 1);
     assert_eq!(p.json["consumerGroup"], json!(null));
     // leased: a second pop finds nothing
-    assert_eq!(t.http.pop("orders", "p1", "batch=10").await.status, StatusCode::NO_CONTENT);
+    assert_eq!(
+        t.http.pop("orders", "p1", "batch=10").await.status,
+        StatusCode::NO_CONTENT
+    );
     t.broker.shutdown().await;
 }
 
@@ -60,7 +66,13 @@ async fn order_holds_across_pushes_and_batches() {
 #[tokio::test]
 async fn message_without_transaction_id_uses_its_message_id() {
     let t = TestBroker::start().await;
-    let r = t.http.post("/api/v1/push", json!({"items": [{"queue": "q", "payload": 7}]})).await;
+    let r = t
+        .http
+        .post(
+            "/api/v1/push",
+            json!({"items": [{"queue": "q", "payload": 7}]}),
+        )
+        .await;
     assert_eq!(r.status, StatusCode::CREATED);
     assert_eq!(r.json[0]["transaction_id"], r.json[0]["message_id"]);
     let p = t.http.pop("q", "Default", "").await;
@@ -82,7 +94,10 @@ async fn empty_push_answers_201_empty_array() {
 async fn dedup_inside_window_answers_duplicate_with_original_id() {
     let t = TestBroker::start().await;
     let first = t.http.push("q", &[("p", "x"), ("p", "y")]).await;
-    let again = t.http.push("q", &[("p", "y"), ("p", "z"), ("p", "z")]).await;
+    let again = t
+        .http
+        .push("q", &[("p", "y"), ("p", "z"), ("p", "z")])
+        .await;
     assert_eq!(again[0]["status"], "duplicate");
     assert_eq!(again[0]["message_id"], first[1]["message_id"]);
     assert_eq!(again[1]["status"], "queued");
@@ -100,33 +115,57 @@ async fn dedup_inside_window_answers_duplicate_with_original_id() {
 #[tokio::test]
 async fn dedup_off_or_outside_window_accepts_repeats_and_still_writes_sidecar() {
     let t = TestBroker::start().await;
-    let c = t.http.post("/api/v1/configure", json!({"queue": "off", "options": {"dedupWindowSeconds": 0}})).await;
+    let c = t
+        .http
+        .post(
+            "/api/v1/configure",
+            json!({"queue": "off", "options": {"dedupWindowSeconds": 0}}),
+        )
+        .await;
     assert_eq!(c.status, StatusCode::OK, "{}", c.text);
     let r = t.http.push("off", &[("p", "a"), ("p", "a")]).await;
     assert!(r.iter().all(|x| x["status"] == "queued"));
     let db = t.sql().await;
     let n: i64 = db
-        .query_one("SELECT sum(length(hashes) / 16)::bigint FROM queen.log_txns", &[])
+        .query_one(
+            "SELECT sum(length(hashes) / 16)::bigint FROM queen.log_txns",
+            &[],
+        )
         .await
         .unwrap()
         .get(0);
     assert_eq!(n, 2, "the sidecar is written with dedup off");
 
     // outside the window: age the stored sidecar row past a 1 s window
-    t.http.post("/api/v1/configure", json!({"queue": "short", "options": {"dedupWindowSeconds": 1}})).await;
+    t.http
+        .post(
+            "/api/v1/configure",
+            json!({"queue": "short", "options": {"dedupWindowSeconds": 1}}),
+        )
+        .await;
     t.http.push("short", &[("p", "k")]).await;
-    db.execute("UPDATE queen.log_txns SET created_at = now() - interval '5 seconds'", &[]).await.unwrap();
+    db.execute(
+        "UPDATE queen.log_txns SET created_at = now() - interval '5 seconds'",
+        &[],
+    )
+    .await
+    .unwrap();
     let r = t.http.push("short", &[("p", "k")]).await;
     assert_eq!(r[0]["status"], "queued");
     let r = t.http.push("short", &[("p", "k")]).await;
-    assert_eq!(r[0]["status"], "duplicate", "the fresh copy is inside the window again");
+    assert_eq!(
+        r[0]["status"], "duplicate",
+        "the fresh copy is inside the window again"
+    );
     t.broker.shutdown().await;
 }
 
 #[tokio::test]
 async fn multi_partition_push_writes_one_segment_per_partition() {
     let t = TestBroker::start().await;
-    t.http.push("q", &[("a", "1"), ("b", "2"), ("a", "3"), ("c", "4")]).await;
+    t.http
+        .push("q", &[("a", "1"), ("b", "2"), ("a", "3"), ("c", "4")])
+        .await;
     let db = t.sql().await;
     let rows = db
         .query(
@@ -136,9 +175,19 @@ async fn multi_partition_push_writes_one_segment_per_partition() {
         )
         .await
         .unwrap();
-    let got: Vec<(String, i64, i64)> = rows.iter().map(|r| (r.get(0), r.get(1), r.get(2))).collect();
-    assert_eq!(got, [("a".into(), 0, 1), ("b".into(), 0, 0), ("c".into(), 0, 0)]);
-    let txns_rows: i64 = db.query_one("SELECT count(*) FROM queen.log_txns", &[]).await.unwrap().get(0);
+    let got: Vec<(String, i64, i64)> = rows
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2)))
+        .collect();
+    assert_eq!(
+        got,
+        [("a".into(), 0, 1), ("b".into(), 0, 0), ("c".into(), 0, 0)]
+    );
+    let txns_rows: i64 = db
+        .query_one("SELECT count(*) FROM queen.log_txns", &[])
+        .await
+        .unwrap()
+        .get(0);
     assert_eq!(txns_rows, 3);
     t.broker.shutdown().await;
 }
@@ -148,7 +197,11 @@ async fn sidecar_holds_big_endian_xxh3_in_frame_order() {
     let t = TestBroker::start().await;
     t.http.push("q", &[("p", "first"), ("p", "second")]).await;
     let db = t.sql().await;
-    let hashes: Vec<u8> = db.query_one("SELECT hashes FROM queen.log_txns", &[]).await.unwrap().get(0);
+    let hashes: Vec<u8> = db
+        .query_one("SELECT hashes FROM queen.log_txns", &[])
+        .await
+        .unwrap()
+        .get(0);
     let mut expected = ackbench_wire::txn_hash("first").to_vec();
     expected.extend(ackbench_wire::txn_hash("second"));
     assert_eq!(hashes, expected);
@@ -159,32 +212,58 @@ async fn sidecar_holds_big_endian_xxh3_in_frame_order() {
 async fn wildcard_pops_lease_distinct_partitions() {
     let t = TestBroker::start().await;
     let items: Vec<(String, String)> = (0..6).map(|i| (format!("p{i}"), format!("t{i}"))).collect();
-    let refs: Vec<(&str, &str)> = items.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
+    let refs: Vec<(&str, &str)> = items
+        .iter()
+        .map(|(a, b)| (a.as_str(), b.as_str()))
+        .collect();
     t.http.push("wq", &refs).await;
     let mut leased = HashSet::new();
     let mut lease_ids = HashSet::new();
     for _ in 0..3 {
-        let p = t.http.get("/api/v1/pop/queue/wq?partitions=2&batch=10").await;
+        let p = t
+            .http
+            .get("/api/v1/pop/queue/wq?partitions=2&batch=10")
+            .await;
         assert_eq!(p.status, StatusCode::OK, "{}", p.text);
         assert_eq!(p.json["partitionsClaimed"], 2);
         let msgs = p.json["messages"].as_array().unwrap();
         assert_eq!(msgs.len(), 2);
         for m in msgs {
-            assert!(leased.insert(m["partitionId"].as_str().unwrap().to_string()), "partition leased twice");
-            assert_eq!(m["leaseId"], p.json["leaseId"], "one leaseId per pop request");
+            assert!(
+                leased.insert(m["partitionId"].as_str().unwrap().to_string()),
+                "partition leased twice"
+            );
+            assert_eq!(
+                m["leaseId"], p.json["leaseId"],
+                "one leaseId per pop request"
+            );
         }
         lease_ids.insert(p.json["leaseId"].as_str().unwrap().to_string());
     }
     assert_eq!(leased.len(), 6);
     assert_eq!(lease_ids.len(), 3);
-    assert_eq!(t.http.get("/api/v1/pop/queue/wq?partitions=2").await.status, StatusCode::NO_CONTENT);
+    assert_eq!(
+        t.http.get("/api/v1/pop/queue/wq?partitions=2").await.status,
+        StatusCode::NO_CONTENT
+    );
     t.broker.shutdown().await;
 }
 
 #[tokio::test]
 async fn wildcard_batch_is_a_total_budget() {
     let t = TestBroker::start().await;
-    t.http.push("b", &[("p1", "a"), ("p1", "b"), ("p1", "c"), ("p2", "d"), ("p2", "e")]).await;
+    t.http
+        .push(
+            "b",
+            &[
+                ("p1", "a"),
+                ("p1", "b"),
+                ("p1", "c"),
+                ("p2", "d"),
+                ("p2", "e"),
+            ],
+        )
+        .await;
     let p = t.http.get("/api/v1/pop/queue/b?partitions=5&batch=4").await;
     assert_eq!(p.json["messages"].as_array().unwrap().len(), 4);
     t.broker.shutdown().await;
@@ -196,19 +275,34 @@ async fn discovery_pops_across_queues_by_namespace_and_task() {
     t.http.push("shop.orders", &[("p", "o1")]).await;
     t.http.push("shop.refunds", &[("p", "r1")]).await;
     t.http.push("other.orders", &[("p", "x1")]).await;
-    let c = t.http.post("/api/v1/configure", json!({"queue": "plain", "namespace": "shop", "task": "misc"})).await;
+    let c = t
+        .http
+        .post(
+            "/api/v1/configure",
+            json!({"queue": "plain", "namespace": "shop", "task": "misc"}),
+        )
+        .await;
     assert_eq!(c.json["namespace"], "shop");
     t.http.push("plain", &[("p", "m1")]).await;
 
-    let p = t.http.get("/api/v1/pop?namespace=shop&partitions=10&batch=10&consumerGroup=g").await;
+    let p = t
+        .http
+        .get("/api/v1/pop?namespace=shop&partitions=10&batch=10&consumerGroup=g")
+        .await;
     let mut got = txns(&p);
     got.sort();
     assert_eq!(got, ["m1", "o1", "r1"]);
-    let p = t.http.get("/api/v1/pop?task=orders&partitions=10&consumerGroup=h").await;
+    let p = t
+        .http
+        .get("/api/v1/pop?task=orders&partitions=10&consumerGroup=h")
+        .await;
     let mut got = txns(&p);
     got.sort();
     assert_eq!(got, ["o1", "x1"]);
-    assert_eq!(t.http.get("/api/v1/pop").await.status, StatusCode::BAD_REQUEST);
+    assert_eq!(
+        t.http.get("/api/v1/pop").await.status,
+        StatusCode::BAD_REQUEST
+    );
     t.broker.shutdown().await;
 }
 
@@ -227,7 +321,10 @@ async fn consumer_groups_are_independent_and_queue_mode_competes() {
     assert_eq!(txns(&qm), ["a"]);
     let qm = t.http.pop("q", "p", "batch=1&autoAck=true").await;
     assert_eq!(txns(&qm), ["b"]);
-    assert_eq!(t.http.pop("q", "p", "autoAck=true").await.status, StatusCode::NO_CONTENT);
+    assert_eq!(
+        t.http.pop("q", "p", "autoAck=true").await.status,
+        StatusCode::NO_CONTENT
+    );
     t.broker.shutdown().await;
 }
 
@@ -235,20 +332,38 @@ async fn consumer_groups_are_independent_and_queue_mode_competes() {
 async fn subscription_mode_new_starts_at_the_tail() {
     let t = TestBroker::start().await;
     t.http.push("s", &[("p", "old")]).await;
-    assert_eq!(t.http.pop("s", "p", "consumerGroup=late&subscriptionMode=new").await.status, StatusCode::NO_CONTENT);
+    assert_eq!(
+        t.http
+            .pop("s", "p", "consumerGroup=late&subscriptionMode=new")
+            .await
+            .status,
+        StatusCode::NO_CONTENT
+    );
     t.http.push("s", &[("p", "fresh")]).await;
-    let p = t.http.pop("s", "p", "consumerGroup=late&subscriptionMode=new").await;
+    let p = t
+        .http
+        .pop("s", "p", "consumerGroup=late&subscriptionMode=new")
+        .await;
     assert_eq!(txns(&p), ["fresh"]);
     // wildcard with `new`: a group first seen now skips the backlog of every partition
     t.http.push("s", &[("p2", "old2")]).await;
     assert_eq!(
-        t.http.get("/api/v1/pop/queue/s?consumerGroup=w&subscriptionMode=new&partitions=5").await.status,
+        t.http
+            .get("/api/v1/pop/queue/s?consumerGroup=w&subscriptionMode=new&partitions=5")
+            .await
+            .status,
         StatusCode::NO_CONTENT
     );
     t.http.push("s", &[("p2", "new2")]).await;
-    let p = t.http.get("/api/v1/pop/queue/s?consumerGroup=w&subscriptionMode=new&partitions=5").await;
+    let p = t
+        .http
+        .get("/api/v1/pop/queue/s?consumerGroup=w&subscriptionMode=new&partitions=5")
+        .await;
     assert_eq!(txns(&p), ["new2"]);
-    let all = t.http.pop("s", "p", "consumerGroup=early&subscriptionMode=all").await;
+    let all = t
+        .http
+        .pop("s", "p", "consumerGroup=early&subscriptionMode=all")
+        .await;
     assert_eq!(txns(&all), ["old", "fresh"]);
     t.broker.shutdown().await;
 }
@@ -259,7 +374,10 @@ async fn lease_expiry_makes_the_span_poppable_again() {
     t.http.push("l", &[("p", "a"), ("p", "b")]).await;
     let first = t.http.pop("l", "p", "leaseSeconds=1").await;
     assert_eq!(first.json["messages"][0]["deliveryAttempt"], 1);
-    assert_eq!(t.http.pop("l", "p", "").await.status, StatusCode::NO_CONTENT);
+    assert_eq!(
+        t.http.pop("l", "p", "").await.status,
+        StatusCode::NO_CONTENT
+    );
     tokio::time::sleep(Duration::from_millis(1300)).await;
     let again = t.http.pop("l", "p", "").await;
     assert_eq!(again.status, StatusCode::OK);
@@ -267,7 +385,11 @@ async fn lease_expiry_makes_the_span_poppable_again() {
     assert_eq!(again.json["messages"][0]["deliveryAttempt"], 2);
     assert_ne!(again.json["leaseId"], first.json["leaseId"]);
     let db = t.sql().await;
-    let retry: i32 = db.query_one("SELECT batch_retry_count FROM queen.log_consumers", &[]).await.unwrap().get(0);
+    let retry: i32 = db
+        .query_one("SELECT batch_retry_count FROM queen.log_consumers", &[])
+        .await
+        .unwrap()
+        .get(0);
     assert_eq!(retry, 0, "a lease expiry never spends the retry budget");
     t.broker.shutdown().await;
 }
@@ -275,7 +397,12 @@ async fn lease_expiry_makes_the_span_poppable_again() {
 #[tokio::test]
 async fn queue_lease_time_is_the_default_lease() {
     let t = TestBroker::start().await;
-    t.http.post("/api/v1/configure", json!({"queue": "lt", "options": {"leaseTime": 1}})).await;
+    t.http
+        .post(
+            "/api/v1/configure",
+            json!({"queue": "lt", "options": {"leaseTime": 1}}),
+        )
+        .await;
     t.http.push("lt", &[("p", "a")]).await;
     t.http.pop("lt", "p", "").await;
     tokio::time::sleep(Duration::from_millis(1300)).await;
@@ -294,7 +421,10 @@ async fn long_poll_is_woken_by_a_push() {
     let r = waiter.await.unwrap();
     assert_eq!(r.status, StatusCode::OK);
     assert_eq!(txns(&r), ["wake"]);
-    assert!(started.elapsed() < Duration::from_secs(5), "woken by the push, not by a re-check");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "woken by the push, not by a re-check"
+    );
     t.broker.shutdown().await;
 }
 
@@ -321,15 +451,28 @@ async fn parked_long_polls_hold_no_connection() {
     for i in 0..20 {
         let http = t.http.clone();
         let part = format!("p{i}");
-        waiters.push(tokio::spawn(async move { http.pop("park", &part, "wait=true&timeout=30000").await }));
+        waiters.push(tokio::spawn(async move {
+            http.pop("park", &part, "wait=true&timeout=30000").await
+        }));
     }
     tokio::time::sleep(Duration::from_millis(800)).await;
-    let items: Vec<(String, String)> = (0..20).map(|i| (format!("p{i}"), format!("m{i}"))).collect();
-    let refs: Vec<(&str, &str)> = items.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
+    let items: Vec<(String, String)> = (0..20)
+        .map(|i| (format!("p{i}"), format!("m{i}")))
+        .collect();
+    let refs: Vec<(&str, &str)> = items
+        .iter()
+        .map(|(a, b)| (a.as_str(), b.as_str()))
+        .collect();
     let push = tokio::time::timeout(Duration::from_secs(5), t.http.push("park", &refs)).await;
-    assert!(push.is_ok(), "the push must not wait for a connection held by a parked pop");
+    assert!(
+        push.is_ok(),
+        "the push must not wait for a connection held by a parked pop"
+    );
     for w in waiters {
-        let r = tokio::time::timeout(Duration::from_secs(10), w).await.expect("woken").unwrap();
+        let r = tokio::time::timeout(Duration::from_secs(10), w)
+            .await
+            .expect("woken")
+            .unwrap();
         assert_eq!(r.status, StatusCode::OK);
         assert_eq!(txns(&r).len(), 1);
     }
@@ -346,8 +489,14 @@ async fn health_and_metrics() {
     t.http.pop("m", "p", "").await;
     let m = t.http.get("/metrics").await;
     assert_eq!(m.status, StatusCode::OK);
-    assert!(m.text.contains("queen_messages_pushed_total 2"), "{}", m.text);
+    assert!(
+        m.text.contains("queen_messages_pushed_total 2"),
+        "{}",
+        m.text
+    );
     assert!(m.text.contains("queen_messages_delivered_total 2"));
-    assert!(m.text.contains("queen_requests_total{route=\"push\",status=\"201\"} 1"));
+    assert!(m
+        .text
+        .contains("queen_requests_total{route=\"push\",status=\"201\"} 1"));
     t.broker.shutdown().await;
 }

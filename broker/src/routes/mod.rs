@@ -1,6 +1,9 @@
 //! One module per route family; `dispatch` sends a routed request to its handler.
 
+pub mod ack;
 pub mod configure;
+pub mod dlq;
+pub mod lease;
 pub mod operations;
 pub mod pop;
 pub mod push;
@@ -17,13 +20,12 @@ pub async fn dispatch(app: &App, req: Request) -> Result<Answer, ApiError> {
         Route::PopPartition { .. } | Route::PopQueue { .. } | Route::PopDiscover => {
             pop::handle(app, &req).await
         }
-        Route::Ack
-        | Route::AckBatch
-        | Route::LeaseExtend { .. }
-        | Route::Transaction
-        | Route::DlqList
-        | Route::MessageRetry { .. }
-        | Route::MessageDelete { .. } => Err(ApiError::new(
+        Route::LeaseExtend { .. } => lease::handle(app, &req).await,
+        Route::DlqList => dlq::list(app, &req).await,
+        Route::MessageRetry { .. } => dlq::retry(app, &req).await,
+        Route::MessageDelete { .. } => dlq::delete(app, &req).await,
+        Route::Ack | Route::AckBatch => ack::handle(app, &req).await,
+        Route::Transaction => Err(ApiError::new(
             hyper::StatusCode::NOT_IMPLEMENTED,
             format!("{} is not implemented yet", req.route.name()),
         )),

@@ -33,6 +33,8 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(3, "003_push.sql"),
     migration!(4, "004_pop.sql"),
     migration!(5, "005_retention.sql"),
+    migration!(6, "006_ack.sql"),
+    migration!(7, "007_lease_dlq.sql"),
 ];
 
 const LOCK_KEY: i64 = 0x5155_4545_4e5f_4d49; // "QUEEN_MI"
@@ -68,11 +70,13 @@ pub async fn apply(client: &mut Client) -> Result<usize, String> {
             .map_err(|e| format!("reading migration state: {e}"))?;
         match row {
             Some(row) if row.get::<_, i64>(0) == checksum => continue,
-            Some(_) => return Err(format!(
+            Some(_) => {
+                return Err(format!(
                 "migration {} was applied with a different text; this database belongs to another \
                      version of the broker",
                 m.name
-            )),
+            ))
+            }
             None => {}
         }
         tx.batch_execute(m.sql)

@@ -1,0 +1,155 @@
+//! Filing the DLQ row the hash path handed off (`dlq: true`, lease kept).
+//!
+//! Only the broker can decompress a segment, so it unpacks frame `off - base_offset` of the
+//! covering segment (payload, message id, transactionId) and calls
+//! `queen.log_dlq_head_v1(partition, group, worker, off, message_id, txn, payload, error)` with
+//! the same worker (leaseId) the ack came with. That files the row with a payload snapshot,
+//! steps the cursor past the poison frame and releases the lease.
+//!
+//! The failure reason is the `error` of the nack that caused the hand-off: the first item of
+//! the group that resolved to the poison offset with the signal's status (else any nack there).
+//! Without one it is a generic reason naming the cause (`dlq` signal or exhausted retries).
+//!
+//! When retention removed the segment (segment retention runs on its own clock and may outpace
+//! the sidecar), the hand-off is still filed, never lost: the payload is JSON `null`, the
+//! message id the nil UUID, the transactionId the one the client acked, and the error says the
+//! payload was retained away.
+//!
+//! If the filing call itself fails (database unreachable), the hand-off stays pending under the
+//! kept lease: the lease expires, the batch redelivers with the poison at its head, and the next
+//! nack hands it off again. Nothing is lost and no retry budget is spent on the way.
+
+use deadpool_postgres::Object;
+use serde_json::Value;
+use uuid::Uuid;
+
+use super::hash_path::HashOutcome;
+use super::{AckGroup, AckItem, AckStatus};
+use crate::http::ApiError;
+use crate::storage::DbError;
+
+/// What the filing did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DlqFiling {
+    /// The poison offset.
+    pub offset: i64,
+    /// Whether the row was filed (`log_dlq_head_v1` answered ok).
+    pub filed: bool,
+    /// The refusal when not filed (`invalid or expired lease`, `already committed`, ...).
+    pub error: Option<String>,
+    /// Offsets the cursor moved (stepping past the poison).
+    pub acked: i64,
+    pub lease_released: bool,
+    /// The `queen.log_dlq` row id.
+    pub dlq_id: Option<i64>,
+}
+
+/// The frame content filed in the DLQ row.
+struct Snapshot {
+    message_id: Option<Uuid>,
+    transaction_id: String,
+    payload: Value,
+    error: String,
+}
+
+/// Files the poison offset of `outcome` (which must carry `dlq: true`).
+pub async fn file_head(
+    db: &Object,
+    group: &AckGroup,
+    outcome: &HashOutcome,
+) -> Result<DlqFiling, ApiError> {
+    let offset = outcome
+        .dlq_offset
+        .ok_or_else(|| ApiError::internal("log_ack_by_hash_v1 handed off a DLQ without offset"))?;
+    let nack = the_nack(group, outcome, offset);
+    let snap = snapshot(db, group.partition_id, offset, nack, outcome).await?;
+    let stmt = db
+        .prepare_cached("SELECT queen.log_dlq_head_v1($1, $2, $3, $4, $5, $6, $7, $8)")
+        .await
+        .map_err(|e| DbError::from_pg("log_dlq_head_v1", e))?;
+    let row = db
+        .query_one(
+            &stmt,
+            &[
+                &group.partition_id,
+                &group.consumer_group,
+                &group.lease_id,
+                &offset,
+                &snap.message_id,
+                &snap.transaction_id,
+                &snap.payload,
+                &snap.error,
+            ],
+        )
+        .await
+        .map_err(|e| DbError::from_pg("log_dlq_head_v1", e))?;
+    let v: Value = row.get(0);
+    Ok(DlqFiling {
+        offset,
+        filed: v["ok"].as_bool().unwrap_or(false),
+        error: v["error"].as_str().map(str::to_string),
+        acked: v["acked"].as_i64().unwrap_or(0),
+        lease_released: v["lease_released"].as_bool().unwrap_or(false),
+        dlq_id: v["dlq_id"].as_i64(),
+    })
+}
+
+/// The nack that caused the hand-off: resolved to `offset`, preferably with the signal's status.
+fn the_nack<'a>(group: &'a AckGroup, outcome: &HashOutcome, offset: i64) -> Option<&'a AckItem> {
+    let at = |k: &usize| outcome.offsets.get(*k).copied().flatten() == Some(offset);
+    let signal = outcome.signal.as_deref().and_then(AckStatus::parse);
+    let nacks = || {
+        group
+            .items
+            .iter()
+            .enumerate()
+            .filter(|(k, i)| at(k) && i.status.is_signal())
+    };
+    nacks()
+        .find(|(_, i)| Some(i.status) == signal)
+        .or_else(|| nacks().next())
+        .map(|(_, i)| i)
+}
+
+/// The frame at `offset` (or what is known of it when its segment is gone) and the reason.
+async fn snapshot(
+    db: &Object,
+    partition_id: Uuid,
+    offset: i64,
+    nack: Option<&AckItem>,
+    outcome: &HashOutcome,
+) -> Result<Snapshot, ApiError> {
+    let reason = nack
+        .and_then(|i| i.error.clone())
+        .filter(|e| !e.is_empty())
+        .unwrap_or_else(|| generic_reason(outcome));
+    let acked_txn = nack.map(|i| i.transaction_id.clone()).unwrap_or_default();
+    Ok(
+        match crate::routes::frame_at(db, partition_id, offset).await? {
+            Some(frame) => Snapshot {
+                message_id: Some(frame.message_id),
+                payload: serde_json::from_slice(&frame.payload).unwrap_or_else(|_| {
+                    Value::String(String::from_utf8_lossy(&frame.payload).into_owned())
+                }),
+                transaction_id: frame.transaction_id,
+                error: reason,
+            },
+            None => Snapshot {
+                message_id: None,
+                transaction_id: acked_txn,
+                payload: Value::Null,
+                error: format!(
+                    "{reason} (payload unavailable: its segment was removed by retention)"
+                ),
+            },
+        },
+    )
+}
+
+fn generic_reason(outcome: &HashOutcome) -> String {
+    if outcome.branch == "failed_dlq" {
+        "retry limit exhausted".to_string()
+    } else {
+        "dead-lettered by the consumer".to_string()
+    }
+}

@@ -1,0 +1,249 @@
+//! The hash path: one `queen.log_ack_by_hash_v1` call per (partition, group, leaseId) group.
+//!
+//! Each transactionId is hashed with `ackbench_wire::txn_hash` (xxh3_128, 16 bytes big-endian)
+//! and the hashes go to PostgreSQL in request order with their statuses. The answer's honesty
+//! lists come back as hex tokens and are mapped to the request's items:
+//!
+//! | item | answer |
+//! | --- | --- |
+//! | refused call (lease) | `success: false`, `"invalid or expired lease"` |
+//! | `completed`, hash in `noopHashes` | `success: true, noop: true` (a harmless duplicate) |
+//! | nack, hash in `staleHashes` | `success: false`, `"already committed"` |
+//! | hash in `unresolvedHashes` | `success: false`, `"unresolvable"` |
+//! | resolved in the span | `success: true` |
+//!
+//! A resolved item succeeds even when it will redeliver: a `completed` position above the head
+//! signal of the same call, or a nack above it (only the head signal acts), is accepted and
+//! simply delivered again (an at-least-once duplicate, never a lost nack). The items resolved
+//! to a dead-lettered offset answer `dlq: true` once the DLQ row is filed; if filing is refused
+//! they answer `success: false` with the refusal. `leaseReleased` is the group's: whether this
+//! call (or its DLQ filing) released the lease.
+//!
+//! An unknown partition, or one of another tenant, answers like the procedure would for a
+//! partition that does not exist: every item `"invalid or expired lease"` under a leaseId,
+//! `"unresolvable"` without one.
+
+use std::collections::HashSet;
+
+use deadpool_postgres::Object;
+use serde::Deserialize;
+use uuid::Uuid;
+
+use super::dlq_filing::{self, DlqFiling};
+use super::{AckGroup, AckItem, AckStatus, ERR_ALREADY_COMMITTED, ERR_LEASE, ERR_UNRESOLVABLE};
+use crate::app::App;
+use crate::http::ApiError;
+use crate::metrics::Metrics;
+use crate::storage::DbError;
+use ackbench_wire::hash::hash_hex;
+use ackbench_wire::{txn_hash, AckResult};
+
+/// What `queen.log_ack_by_hash_v1` answered (see `sql/006_ack.sql`).
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+pub struct HashOutcome {
+    pub ok: bool,
+    #[serde(default)]
+    pub error: Option<String>,
+    pub acked: i64,
+    #[serde(default)]
+    pub committed: Option<i64>,
+    pub lease_released: bool,
+    pub dlq: bool,
+    #[serde(default)]
+    pub dlq_offset: Option<i64>,
+    #[serde(default)]
+    pub signal: Option<String>,
+    #[serde(default)]
+    pub signal_offset: Option<i64>,
+    pub branch: String,
+    #[serde(rename = "noopHashes")]
+    pub noop_hashes: Vec<String>,
+    #[serde(rename = "staleHashes")]
+    pub stale_hashes: Vec<String>,
+    #[serde(rename = "unresolvedHashes")]
+    pub unresolved_hashes: Vec<String>,
+    /// Per input (the group's items in order): the offset it resolved to in the span, if any.
+    pub offsets: Vec<Option<i64>>,
+}
+
+/// The result of acking one group.
+#[derive(Debug, Clone)]
+pub struct GroupAck {
+    /// One per item of the group, in the group's order (`index` = the request position).
+    pub results: Vec<AckResult>,
+    /// The procedure's answer; `None` when the partition is unknown or another tenant's.
+    pub outcome: Option<HashOutcome>,
+    /// The DLQ hand-off, when there was one.
+    pub filing: Option<DlqFiling>,
+}
+
+impl GroupAck {
+    /// Offsets the cursor moved in total (the call and its DLQ filing).
+    pub fn acked(&self) -> i64 {
+        self.outcome.as_ref().map_or(0, |o| o.acked) + self.filing.as_ref().map_or(0, |f| f.acked)
+    }
+}
+
+/// Acks one group on a connection of its own, acquired here and released on return.
+pub async fn ack_group_by_hash(
+    app: &App,
+    tenant: Uuid,
+    group: &AckGroup,
+) -> Result<GroupAck, ApiError> {
+    let db = app.db("ack").await?;
+    let result = ack_group_by_hash_on(app, &db, tenant, group).await;
+    drop(db);
+    result
+}
+
+/// Acks one group on the caller's connection (each statement commits on its own).
+pub async fn ack_group_by_hash_on(
+    app: &App,
+    db: &Object,
+    tenant: Uuid,
+    group: &AckGroup,
+) -> Result<GroupAck, ApiError> {
+    let hashes: Vec<[u8; 16]> = group
+        .items
+        .iter()
+        .map(|i| txn_hash(&i.transaction_id))
+        .collect();
+    let outcome = call_by_hash(db, tenant, group, &hashes).await?;
+    let filing = match &outcome {
+        Some(o) if o.ok && o.dlq => Some(dlq_filing::file_head(db, group, o).await?),
+        _ => None,
+    };
+    let results = item_results(group, &hashes, outcome.as_ref(), filing.as_ref());
+    let done = GroupAck {
+        results,
+        outcome,
+        filing,
+    };
+    Metrics::add(&app.metrics.acks_hash, group.items.len() as u64);
+    Metrics::add(&app.metrics.messages_acked, done.acked().max(0) as u64);
+    Ok(done)
+}
+
+/// One `log_ack_by_hash_v1` call, gated on the partition belonging to `tenant` (no row back:
+/// unknown or foreign, and the procedure is not called).
+async fn call_by_hash(
+    db: &Object,
+    tenant: Uuid,
+    group: &AckGroup,
+    hashes: &[[u8; 16]],
+) -> Result<Option<HashOutcome>, ApiError> {
+    let stmt = db
+        .prepare_cached(
+            "SELECT queen.log_ack_by_hash_v1(p.id, $2, $3, $4, $5) \
+             FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id \
+             WHERE p.id = $1 AND q.tenant_id = $6",
+        )
+        .await
+        .map_err(|e| DbError::from_pg("log_ack_by_hash_v1", e))?;
+    let hash_params: Vec<&[u8]> = hashes.iter().map(|h| &h[..]).collect();
+    let statuses: Vec<&str> = group.items.iter().map(|i| i.status.as_str()).collect();
+    let row = db
+        .query_opt(
+            &stmt,
+            &[
+                &group.partition_id,
+                &group.consumer_group,
+                &group.lease_id,
+                &hash_params,
+                &statuses,
+                &tenant,
+            ],
+        )
+        .await
+        .map_err(|e| DbError::from_pg("log_ack_by_hash_v1", e))?;
+    let Some(row) = row else { return Ok(None) };
+    let value: serde_json::Value = row.get(0);
+    serde_json::from_value(value).map(Some).map_err(|e| {
+        ApiError::internal(format!("log_ack_by_hash_v1 answered an unknown shape: {e}"))
+    })
+}
+
+/// The per-item answers of a group, in the group's order.
+fn item_results(
+    group: &AckGroup,
+    hashes: &[[u8; 16]],
+    outcome: Option<&HashOutcome>,
+    filing: Option<&DlqFiling>,
+) -> Vec<AckResult> {
+    let Some(o) = outcome else {
+        let error = if group.lease_id.is_empty() {
+            ERR_UNRESOLVABLE
+        } else {
+            ERR_LEASE
+        };
+        return group.items.iter().map(|i| failure(i, error)).collect();
+    };
+    if !o.ok {
+        let error = o.error.as_deref().unwrap_or(ERR_LEASE);
+        return group.items.iter().map(|i| failure(i, error)).collect();
+    }
+    let set = |v: &[String]| -> HashSet<String> { v.iter().cloned().collect() };
+    let (noop, stale, unresolved) = (
+        set(&o.noop_hashes),
+        set(&o.stale_hashes),
+        set(&o.unresolved_hashes),
+    );
+    let lease_released = o.lease_released || filing.is_some_and(|f| f.lease_released);
+    group
+        .items
+        .iter()
+        .zip(hashes)
+        .enumerate()
+        .map(|(k, (item, hash))| {
+            let hex = hash_hex(hash);
+            let mut r = if item.status == AckStatus::Completed && noop.contains(&hex) {
+                AckResult {
+                    noop: true,
+                    ..success(item)
+                }
+            } else if item.status.is_signal() && stale.contains(&hex) {
+                failure(item, ERR_ALREADY_COMMITTED)
+            } else if unresolved.contains(&hex) {
+                failure(item, ERR_UNRESOLVABLE)
+            } else {
+                resolved_item(item, o.offsets.get(k).copied().flatten(), filing)
+            };
+            r.lease_released = lease_released;
+            r
+        })
+        .collect()
+}
+
+/// An item that resolved in the span: accepted; `dlq` when its offset was dead-lettered.
+fn resolved_item(item: &AckItem, offset: Option<i64>, filing: Option<&DlqFiling>) -> AckResult {
+    match filing {
+        Some(f) if offset == Some(f.offset) && f.filed => AckResult {
+            dlq: true,
+            ..success(item)
+        },
+        Some(f) if offset == Some(f.offset) => {
+            failure(item, f.error.as_deref().unwrap_or(ERR_LEASE))
+        }
+        _ => success(item),
+    }
+}
+
+fn success(item: &AckItem) -> AckResult {
+    AckResult {
+        index: item.index,
+        transaction_id: item.transaction_id.clone(),
+        success: true,
+        error: None,
+        lease_released: false,
+        dlq: false,
+        noop: false,
+    }
+}
+
+fn failure(item: &AckItem, error: &str) -> AckResult {
+    AckResult {
+        success: false,
+        error: Some(error.to_string()),
+        ..success(item)
+    }
+}

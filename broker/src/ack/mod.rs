@@ -1,0 +1,190 @@
+//! The ack path: from validated ack items to cursor commits (shared spec `ack-internals.md`).
+//!
+//! - `hash_path`: the authoritative path. Items are grouped by (partition, consumer group,
+//!   leaseId) in order of first appearance; each group is one `queen.log_ack_by_hash_v1` call
+//!   with the transactionIds hashed here (SQL never hashes), and the procedure's honesty lists
+//!   are mapped back to the request's transactionIds.
+//! - `dlq_filing`: when the procedure hands off a poison offset (`dlq: true`, lease kept), the
+//!   broker unpacks that frame and files it through `queen.log_dlq_head_v1`.
+//! - `ack_at` (here): the positional advance `queen.log_ack_at_v1`, for the registry fast path.
+//!
+//! Connection discipline: a pooled connection is acquired per group, lazily, and released at the
+//! end of that group (`ack_group_by_hash`), so no caller ever holds one across groups or while
+//! parked on something else. Every group is its own transaction (one procedure call, plus the
+//! DLQ filing when handed off); the only lock taken is that group's consumer row.
+//!
+//! Tenancy: a partition of another tenant answers exactly as an unknown one. The check is part
+//! of the one statement that calls the procedure (a join through `queen.queues.tenant_id`), so
+//! it costs no round trip and no cache.
+
+pub mod dlq_filing;
+pub mod hash_path;
+
+use deadpool_postgres::Object;
+use serde::Deserialize;
+use uuid::Uuid;
+
+use crate::app::App;
+use crate::http::ApiError;
+use crate::metrics::Metrics;
+use crate::storage::DbError;
+use ackbench_wire::AckResult;
+
+pub use dlq_filing::DlqFiling;
+pub use hash_path::{ack_group_by_hash, ack_group_by_hash_on, GroupAck, HashOutcome};
+
+/// The wire's error strings for an item that cannot take effect.
+pub const ERR_ALREADY_COMMITTED: &str = "already committed";
+pub const ERR_UNRESOLVABLE: &str = "unresolvable";
+pub const ERR_LEASE: &str = "invalid or expired lease";
+
+/// An ack status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum AckStatus {
+    Completed,
+    Failed,
+    Retry,
+    Dlq,
+}
+
+impl AckStatus {
+    pub fn parse(s: &str) -> Option<AckStatus> {
+        match s {
+            "completed" => Some(AckStatus::Completed),
+            "failed" => Some(AckStatus::Failed),
+            "retry" => Some(AckStatus::Retry),
+            "dlq" => Some(AckStatus::Dlq),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AckStatus::Completed => "completed",
+            AckStatus::Failed => "failed",
+            AckStatus::Retry => "retry",
+            AckStatus::Dlq => "dlq",
+        }
+    }
+
+    /// `failed`, `retry` or `dlq`: an explicit signal.
+    pub fn is_signal(self) -> bool {
+        self != AckStatus::Completed
+    }
+}
+
+/// One validated ack item, with its position in the request.
+#[derive(Debug, Clone)]
+pub struct AckItem {
+    pub index: usize,
+    pub transaction_id: String,
+    pub partition_id: Uuid,
+    /// The consumer group (`__QUEUE_MODE__` for queue mode).
+    pub consumer_group: String,
+    /// The leaseId; empty for a lease-less ack.
+    pub lease_id: String,
+    pub status: AckStatus,
+    /// The failure reason a nack gives (recorded in the DLQ row).
+    pub error: Option<String>,
+}
+
+/// The items of one request sharing (partition, group, leaseId), in request order: one
+/// authoritative call.
+#[derive(Debug, Clone)]
+pub struct AckGroup {
+    pub partition_id: Uuid,
+    pub consumer_group: String,
+    pub lease_id: String,
+    pub items: Vec<AckItem>,
+}
+
+/// Groups items by (partition, group, leaseId); groups in order of first appearance, items in
+/// request order within each group.
+pub fn group_items(items: Vec<AckItem>) -> Vec<AckGroup> {
+    let mut groups: Vec<AckGroup> = Vec::new();
+    let mut index: std::collections::HashMap<(Uuid, String, String), usize> =
+        std::collections::HashMap::new();
+    for item in items {
+        let key = (
+            item.partition_id,
+            item.consumer_group.clone(),
+            item.lease_id.clone(),
+        );
+        let g = *index.entry(key).or_insert_with(|| {
+            groups.push(AckGroup {
+                partition_id: item.partition_id,
+                consumer_group: item.consumer_group.clone(),
+                lease_id: item.lease_id.clone(),
+                items: Vec::new(),
+            });
+            groups.len() - 1
+        });
+        groups[g].items.push(item);
+    }
+    groups
+}
+
+/// Acks every item through the hash path, group by group (one pooled connection per group,
+/// released after it); one result per item, in request order.
+pub async fn ack_items(
+    app: &App,
+    tenant: Uuid,
+    items: Vec<AckItem>,
+) -> Result<Vec<AckResult>, ApiError> {
+    let n = items.len();
+    let mut slots: Vec<Option<AckResult>> = vec![None; n];
+    for group in group_items(items) {
+        let done = ack_group_by_hash(app, tenant, &group).await?;
+        for r in done.results {
+            let i = r.index;
+            slots[i] = Some(r);
+        }
+    }
+    Ok(slots
+        .into_iter()
+        .map(|r| r.expect("every item is answered by its group"))
+        .collect())
+}
+
+/// What `queen.log_ack_at_v1` answered.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+pub struct PositionalOutcome {
+    pub ok: bool,
+    #[serde(default)]
+    pub error: Option<String>,
+    pub acked: i64,
+    #[serde(default)]
+    pub committed: Option<i64>,
+    pub lease_released: bool,
+}
+
+/// The positional advance (registry fast path): commits through `upto` under the lease of
+/// `worker` (empty = lease-less), `ok = false` releases the lease without advancing. `count` is
+/// the number of ack items this answers (metrics; advisory to the procedure). The caller
+/// chooses the connection and is responsible for the tenant check.
+#[allow(clippy::too_many_arguments)]
+pub async fn ack_at(
+    app: &App,
+    db: &Object,
+    partition_id: Uuid,
+    group: &str,
+    worker: &str,
+    upto: i64,
+    ok: bool,
+    count: i32,
+) -> Result<PositionalOutcome, ApiError> {
+    let stmt = db
+        .prepare_cached("SELECT queen.log_ack_at_v1($1, $2, $3, $4, $5, $6)")
+        .await
+        .map_err(|e| DbError::from_pg("log_ack_at_v1", e))?;
+    let row = db
+        .query_one(&stmt, &[&partition_id, &group, &worker, &upto, &ok, &count])
+        .await
+        .map_err(|e| DbError::from_pg("log_ack_at_v1", e))?;
+    let value: serde_json::Value = row.get(0);
+    let outcome: PositionalOutcome = serde_json::from_value(value)
+        .map_err(|e| ApiError::internal(format!("log_ack_at_v1 answered an unknown shape: {e}")))?;
+    Metrics::add(&app.metrics.acks_positional, count.max(0) as u64);
+    Metrics::add(&app.metrics.messages_acked, outcome.acked.max(0) as u64);
+    Ok(outcome)
+}

@@ -1,0 +1,299 @@
+//! The dead-letter routes: `GET /api/v1/dlq` (list), `POST
+//! /api/v1/messages/:partitionId/:transactionId/retry` (replay) and `DELETE
+//! /api/v1/messages/:partitionId/:transactionId` (discard).
+//!
+//! Rows are filed by the ack path (`queen.log_dlq_head_v1`); this module only reads, replays and
+//! deletes them, always within the caller's tenant (a foreign row answers like an unknown one).
+//!
+//! Decisions where the wire is silent:
+//! - Several rows can share (partitionId, transactionId): one per consumer group that
+//!   dead-lettered the message, or one per offset when the transactionId was pushed again
+//!   outside the dedup window. Retry and delete act on ALL of them unless the optional query
+//!   parameter `consumerGroup` (`__QUEUE_MODE__` for queue mode) narrows them to one group.
+//! - Replay is a re-push, not a revival: one message per distinct original offset goes to the
+//!   tail of the same queue and partition, where every consumer group will see it. Its identity
+//!   is fresh: a new UUIDv7 message id, and a transactionId equal to that new id (as for a push
+//!   without transactionId). The original transactionId is not reused, because inside the dedup
+//!   window the push would refuse it as a duplicate; the answer carries both so a client can
+//!   link them. The original offset stays committed.
+//! - Atomicity: the re-push commits first, then exactly the replayed rows are deleted (by id).
+//!   A failure or crash between the two leaves the DLQ row in place beside the replayed copy:
+//!   a later retry can duplicate, nothing is ever lost. Two concurrent retries of one row can
+//!   likewise both replay it (at-least-once). No pooled connection is held across the re-push.
+//! - The list is ordered by filing (DLQ row id ascending), so paging is stable; empty filter
+//!   values count as absent.
+
+use std::time::SystemTime;
+
+use hyper::StatusCode;
+use serde::Serialize;
+use serde_json::Value;
+use tokio_postgres::Row;
+use uuid::Uuid;
+
+use crate::app::App;
+use crate::http::{self, Answer, ApiError, Request, Route};
+use crate::routes::push::{push_items, Item};
+use crate::storage::DbError;
+use ackbench_wire::{DlqMessage, DlqPage, QUEUE_MODE_GROUP};
+
+const DEFAULT_LIMIT: i64 = 100;
+const MAX_LIMIT: i64 = 10_000;
+
+/// `GET /api/v1/dlq?queue=&consumerGroup=&partition=&limit=100&offset=0`.
+pub async fn list(app: &App, req: &Request) -> Result<Answer, ApiError> {
+    let queue = filter(req, "queue");
+    let group = filter(req, "consumerGroup");
+    let partition = filter(req, "partition");
+    let limit = int_param(req, "limit", DEFAULT_LIMIT, 1, MAX_LIMIT)? as i32;
+    let offset = int_param(req, "offset", 0, 0, i64::MAX)?;
+    let db = app.db("dlq_list").await?;
+    let rows = db
+        .query(
+            "SELECT id, queue_name, partition_name, partition_id, consumer_group, \"offset\", \
+             message_id, transaction_id, payload, error, retry_count, failed_at, total \
+             FROM queen.log_dlq_list_v1($1, $2, $3, $4, $5, $6)",
+            &[&req.tenant, &queue, &group, &partition, &limit, &offset],
+        )
+        .await
+        .map_err(|e| DbError::from_pg("log_dlq_list_v1", e))?;
+    drop(db);
+    let total = rows.first().map_or(0, |r| r.get::<_, i64>("total"));
+    let messages = rows
+        .iter()
+        .filter(|r| r.get::<_, Option<i64>>("id").is_some())
+        .map(dlq_message)
+        .collect();
+    Ok(http::json(StatusCode::OK, &DlqPage { messages, total }))
+}
+
+/// One listed row as the wire shows it (queue mode's group is null).
+fn dlq_message(row: &Row) -> DlqMessage {
+    let group: String = row.get("consumer_group");
+    let failed_at: SystemTime = row.get("failed_at");
+    DlqMessage {
+        id: row.get("id"),
+        queue: row.get("queue_name"),
+        partition: row.get("partition_name"),
+        partition_id: row.get::<_, Uuid>("partition_id").to_string(),
+        consumer_group: (group != QUEUE_MODE_GROUP).then_some(group),
+        offset: row.get("offset"),
+        message_id: row.get::<_, Uuid>("message_id").to_string(),
+        transaction_id: row.get("transaction_id"),
+        data: row.get("payload"),
+        error: row.get("error"),
+        retry_count: row.get("retry_count"),
+        failed_at: humantime::format_rfc3339_micros(failed_at).to_string(),
+    }
+}
+
+/// A DLQ row being replayed.
+struct Stored {
+    id: i64,
+    queue: String,
+    partition: String,
+    offset: i64,
+    payload: Value,
+}
+
+/// One replayed message in the retry answer.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Replayed {
+    message_id: String,
+    transaction_id: String,
+    original_offset: i64,
+    status: String,
+}
+
+/// The retry answer: the first replay's identity at the top, every replay in `messages`.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct RetryAnswer {
+    retried: bool,
+    partition_id: String,
+    queue: String,
+    partition: String,
+    message_id: String,
+    transaction_id: String,
+    original_transaction_id: String,
+    messages: Vec<Replayed>,
+    deleted: i64,
+}
+
+/// `POST /api/v1/messages/:partitionId/:transactionId/retry`: re-push, then delete.
+pub async fn retry(app: &App, req: &Request) -> Result<Answer, ApiError> {
+    let (pid, txn) = message_key(req)?;
+    let group = filter(req, "consumerGroup");
+    let stored = fetch(app, req.tenant, pid, txn, group.as_deref()).await?;
+    if stored.is_empty() {
+        return Err(no_row(pid, txn));
+    }
+    let items = replay_items(&stored);
+    let pushed = push_items(app, req.tenant, &items).await?;
+    let ids: Vec<i64> = stored.iter().map(|s| s.id).collect();
+    let db = app.db("dlq_retry").await?;
+    let deleted: i64 = db
+        .query_one(
+            "SELECT queen.log_dlq_delete_ids_v1($1, $2, $3)",
+            &[&req.tenant, &pid, &ids],
+        )
+        .await
+        .map_err(|e| DbError::from_pg("log_dlq_delete_ids_v1", e))?
+        .get(0);
+    drop(db);
+    let offsets = distinct_offsets(&stored);
+    let messages: Vec<Replayed> = pushed
+        .into_iter()
+        .zip(offsets)
+        .map(|(p, offset)| Replayed {
+            message_id: p.message_id.unwrap_or_default(),
+            transaction_id: p.transaction_id,
+            original_offset: offset,
+            status: p.status,
+        })
+        .collect();
+    let answer = RetryAnswer {
+        retried: true,
+        partition_id: pid.to_string(),
+        queue: items[0].queue.clone(),
+        partition: items[0].partition.clone(),
+        message_id: messages[0].message_id.clone(),
+        transaction_id: messages[0].transaction_id.clone(),
+        original_transaction_id: txn.to_string(),
+        messages,
+        deleted,
+    };
+    Ok(http::json(StatusCode::OK, &answer))
+}
+
+/// `DELETE /api/v1/messages/:partitionId/:transactionId`: discards the row(s).
+pub async fn delete(app: &App, req: &Request) -> Result<Answer, ApiError> {
+    let (pid, txn) = message_key(req)?;
+    let group = filter(req, "consumerGroup");
+    let db = app.db("dlq_delete").await?;
+    let deleted: i64 = db
+        .query_one(
+            "SELECT queen.log_dlq_delete_v1($1, $2, $3, $4)",
+            &[&req.tenant, &pid, &txn, &group],
+        )
+        .await
+        .map_err(|e| DbError::from_pg("log_dlq_delete_v1", e))?
+        .get(0);
+    if deleted == 0 {
+        return Err(no_row(pid, txn));
+    }
+    Ok(http::json(
+        StatusCode::OK,
+        &serde_json::json!({ "deleted": deleted }),
+    ))
+}
+
+/// The DLQ rows of (partition, transactionId) in the tenant, offset order.
+async fn fetch(
+    app: &App,
+    tenant: Uuid,
+    pid: Uuid,
+    txn: &str,
+    group: Option<&str>,
+) -> Result<Vec<Stored>, ApiError> {
+    let db = app.db("dlq_retry").await?;
+    let rows = db
+        .query(
+            "SELECT id, queue_name, partition_name, \"offset\", payload \
+             FROM queen.log_dlq_fetch_v1($1, $2, $3, $4)",
+            &[&tenant, &pid, &txn, &group],
+        )
+        .await
+        .map_err(|e| DbError::from_pg("log_dlq_fetch_v1", e))?;
+    Ok(rows
+        .iter()
+        .map(|r| Stored {
+            id: r.get(0),
+            queue: r.get(1),
+            partition: r.get(2),
+            offset: r.get(3),
+            payload: r.get(4),
+        })
+        .collect())
+}
+
+/// One push item per distinct original offset, each under a fresh identity.
+fn replay_items(stored: &[Stored]) -> Vec<Item> {
+    let mut items: Vec<Item> = Vec::new();
+    let mut last: Option<i64> = None;
+    for s in stored {
+        if last == Some(s.offset) {
+            continue;
+        }
+        last = Some(s.offset);
+        let message_id = Uuid::now_v7();
+        items.push(Item {
+            queue: s.queue.clone(),
+            partition: s.partition.clone(),
+            transaction_id: message_id.to_string(),
+            message_id,
+            payload: serde_json::to_vec(&s.payload).expect("JSON values serialise"),
+        });
+    }
+    items
+}
+
+/// The distinct original offsets, in the order `replay_items` replays them.
+fn distinct_offsets(stored: &[Stored]) -> Vec<i64> {
+    let mut offsets: Vec<i64> = stored.iter().map(|s| s.offset).collect();
+    offsets.dedup();
+    offsets
+}
+
+/// The (partitionId, transactionId) of a message route; a partitionId that is not a UUID, or an
+/// empty transactionId, is a 400.
+fn message_key(req: &Request) -> Result<(Uuid, &str), ApiError> {
+    let (pid, txn) = match &req.route {
+        Route::MessageRetry {
+            partition_id,
+            transaction_id,
+        }
+        | Route::MessageDelete {
+            partition_id,
+            transaction_id,
+        } => (partition_id, transaction_id),
+        _ => return Err(ApiError::internal("dlq handler reached for another route")),
+    };
+    let pid = Uuid::parse_str(pid)
+        .map_err(|_| ApiError::bad_request(format!("partitionId must be a UUID, not `{pid}`")))?;
+    if txn.is_empty() {
+        return Err(ApiError::bad_request(
+            "transactionId must be a non-empty string",
+        ));
+    }
+    Ok((pid, txn.as_str()))
+}
+
+fn no_row(pid: Uuid, txn: &str) -> ApiError {
+    ApiError::not_found(format!(
+        "no dead-lettered message with transactionId `{txn}` in partition {pid}"
+    ))
+}
+
+/// A query filter; absent and empty both mean "any".
+fn filter(req: &Request, name: &str) -> Option<String> {
+    req.param(name)
+        .filter(|v| !v.is_empty())
+        .map(str::to_string)
+}
+
+fn int_param(req: &Request, name: &str, default: i64, min: i64, max: i64) -> Result<i64, ApiError> {
+    match req.param(name) {
+        None => Ok(default),
+        Some(raw) => raw
+            .parse::<i64>()
+            .ok()
+            .filter(|n| (min..=max).contains(n))
+            .ok_or_else(|| {
+                ApiError::bad_request(format!(
+                    "{name} must be a whole number in {min}..={max}, not `{raw}`"
+                ))
+            }),
+    }
+}
