@@ -376,9 +376,12 @@ $$;
 --   ok = false: a positional nack: release the lease without advancing the cursor and without
 --     charging the retry budget (the batch redelivers as after `retry`; attempt_count keeps
 --     counting). `upto` is not used.
---   count: the number of messages the caller believes it acked; advisory only. acked and
---     total_consumed are cursor arithmetic (new - old), so a folded or repeated ack never
---     double-counts.
+--   count: with count > 0 on a leased call, the caller asserts the cursor still sits where its
+--     pop left it: committed = upto - count (the registry's view of the batch). A cursor that
+--     moved since (a lease-less ack in between) refuses the call with 'cursor moved since the
+--     pop', so the caller takes the hash path, whose noop/stale answers are then exact. count
+--     <= 0 asserts nothing. acked and total_consumed are cursor arithmetic (new - old), so a
+--     folded or repeated ack never double-counts.
 -- A leased call with an invalid or expired lease is refused ('invalid or expired lease') and
 -- changes nothing. Returns jsonb {ok, error, acked, committed, lease_released}.
 -- Locks: the consumer row, FOR UPDATE. Never a log_partitions row.
@@ -417,6 +420,10 @@ BEGIN
     ELSE
         IF v_leased AND p_upto > c.batch_end THEN
             RETURN jsonb_build_object('ok', false, 'error', 'beyond the leased batch', 'acked', 0,
+                                      'committed', c.committed, 'lease_released', false);
+        END IF;
+        IF v_leased AND COALESCE(p_count, 0) > 0 AND c.committed <> p_upto - p_count THEN
+            RETURN jsonb_build_object('ok', false, 'error', 'cursor moved since the pop', 'acked', 0,
                                       'committed', c.committed, 'lease_released', false);
         END IF;
         IF NOT v_leased THEN

@@ -3,6 +3,8 @@
 use deadpool_postgres::{Object, Pool};
 use uuid::Uuid;
 
+use crate::ack::fusion::AckFusion;
+use crate::ack::registry::AckRegistry;
 use crate::config::Config;
 use crate::longpoll::LongPoll;
 use crate::metrics::Metrics;
@@ -14,11 +16,23 @@ pub struct App {
     pub metrics: Metrics,
     pub long_poll: LongPoll,
     pub default_tenant: Uuid,
+    /// The ack registry, when `QUEEN_ACK_REGISTRY` is on.
+    pub registry: Option<AckRegistry>,
+    /// Ack fusion, when `QUEEN_ACK_FUSION` is on (it fuses registry hits).
+    pub fusion: Option<AckFusion>,
 }
 
 impl App {
+    /// Builds the shared state; starts fusion's shard tasks (so call it inside the runtime).
     pub fn new(config: Config, pool: Pool) -> App {
+        let registry = config.ack_registry.then(|| AckRegistry::new(config.ack_registry_mb));
+        let fusion = config.ack_fusion.then(|| {
+            let hold = std::time::Duration::from_millis(config.ack_fusion_hold_ms);
+            AckFusion::start(pool.clone(), config.ack_fusion_shards, hold, config.ack_fusion_max_rows)
+        });
         App {
+            registry,
+            fusion,
             config,
             pool,
             metrics: Metrics::default(),

@@ -18,6 +18,9 @@ pub struct Config {
     pub ack_fusion: bool,
     pub ack_fusion_shards: usize,
     pub ack_fusion_hold_ms: u64,
+    /// Rows one fusion flush may carry. Unbounded normally; `QUEEN_TEST_ACK_FUSION_MAX_ROWS=1`
+    /// deliberately breaks fusion (one commit per ack) so tests can prove the gates catch it.
+    pub ack_fusion_max_rows: usize,
     pub tenancy_header: bool,
     pub retention_interval_ms: u64,
     pub txns_min_retention_seconds: u64,
@@ -89,6 +92,7 @@ impl Config {
             ack_fusion: vars.flag("QUEEN_ACK_FUSION", true)?,
             ack_fusion_shards: vars.number("QUEEN_ACK_FUSION_SHARDS", 8, 1, 1024)?,
             ack_fusion_hold_ms: vars.number("QUEEN_ACK_FUSION_HOLD_MS", 3, 1, 60_000)?,
+            ack_fusion_max_rows: vars.number("QUEEN_TEST_ACK_FUSION_MAX_ROWS", usize::MAX, 1, usize::MAX)?,
             tenancy_header: vars.flag("QUEEN_TENANCY_HEADER", false)?,
             retention_interval_ms: vars.number(
                 "QUEEN_RETENTION_INTERVAL_MS",

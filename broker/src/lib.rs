@@ -57,6 +57,7 @@ impl Broker {
         let tasks = vec![
             tokio::spawn(accept_loop(app.clone(), listener, stopped)),
             tokio::spawn(retention::run(app.clone())),
+            tokio::spawn(accelerator_summaries(app.clone())),
         ];
         tracing::info!(%addr, pool = app.config.pool_size, "broker listening");
         Ok(Broker {
@@ -119,6 +120,36 @@ async fn migrate(database: &tokio_postgres::Config) -> Result<(), String> {
         }
     }
     Err(format!("cannot connect to PostgreSQL: {last}"))
+}
+
+/// The `ack-fusion` target's `coalesce summary` and the `ack-registry` target's hit/miss line,
+/// about every 10 s, for the interval just ended (silent when nothing happened).
+async fn accelerator_summaries(app: Arc<App>) {
+    use std::sync::atomic::Ordering::Relaxed;
+    let mut tick = tokio::time::interval(Duration::from_secs(10));
+    tick.tick().await;
+    let (mut flushes, mut rows, mut hits, mut misses) = (0u64, 0u64, 0u64, 0u64);
+    loop {
+        tick.tick().await;
+        if let Some(f) = &app.fusion {
+            let (nf, nr) = (f.stats.flushes.load(Relaxed), f.stats.rows.load(Relaxed));
+            let (commits, r) = (nf - flushes, nr - rows);
+            if commits > 0 {
+                let per = r as f64 / commits as f64;
+                tracing::info!(target: "ack-fusion", commits, rows = r, rows_per_commit = format!("{per:.2}"), "coalesce summary");
+            }
+            (flushes, rows) = (nf, nr);
+        }
+        if let Some(reg) = &app.registry {
+            let (nh, nm) = (reg.hits.load(Relaxed), reg.misses.load(Relaxed));
+            let (h, m) = (nh - hits, nm - misses);
+            if h + m > 0 {
+                let rate = h as f64 / (h + m) as f64;
+                tracing::info!(target: "ack-registry", hits = h, misses = m, hit_rate = format!("{rate:.3}"), entries = reg.entries(), "registry summary");
+            }
+            (hits, misses) = (nh, nm);
+        }
+    }
 }
 
 async fn accept_loop(app: Arc<App>, listener: TcpListener, mut stopped: watch::Receiver<bool>) {

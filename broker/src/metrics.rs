@@ -26,6 +26,10 @@ pub struct Metrics {
     pub acks_hash: AtomicU64,
     /// Ack items answered by a positional advance (`queen.log_ack_at_v1`).
     pub acks_positional: AtomicU64,
+    /// Ack items answered by a registry hit committed with a synchronous log_ack_at_v1.
+    pub acks_registry: AtomicU64,
+    /// Ack items answered by a registry hit committed through a fusion flush.
+    pub acks_fusion: AtomicU64,
 }
 
 impl Metrics {
@@ -106,7 +110,12 @@ impl Metrics {
         }
         out.push_str("# HELP queen_acks_total Ack items by the path that answered them.\n");
         out.push_str("# TYPE queen_acks_total counter\n");
-        for (path, value) in [("hash", &self.acks_hash), ("positional", &self.acks_positional)] {
+        for (path, value) in [
+            ("registry", &self.acks_registry),
+            ("fusion", &self.acks_fusion),
+            ("hash", &self.acks_hash),
+            ("positional", &self.acks_positional),
+        ] {
             let _ = writeln!(
                 out,
                 "queen_acks_total{{path=\"{path}\"}} {}",

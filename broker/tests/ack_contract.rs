@@ -999,7 +999,12 @@ async fn bad_input_is_400_naming_the_field_and_changes_nothing() {
 
 #[tokio::test]
 async fn single_ack_answers_a_one_element_array_and_counts_the_hash_path() {
-    let t = TestBroker::start().await;
+    // Accelerators off: this full-batch ack would otherwise be a registry hit.
+    let t = TestBroker::start_with(|c| {
+        c.ack_registry = false;
+        c.ack_fusion = false;
+    })
+    .await;
     push(&t, "q", &["a"]).await;
     let b = pop(&t, "q", "").await;
     let r = t
@@ -1135,7 +1140,7 @@ async fn positional_procedures_validate_clamp_and_release() {
         let db = &db;
         async move {
             db.query_one(
-                "SELECT queen.log_ack_at_v1($1, $2, $3, $4, $5, 1)",
+                "SELECT queen.log_ack_at_v1($1, $2, $3, $4, $5, 0)",
                 &[&pid, &QM, &worker, &upto, &ok],
             )
             .await
@@ -1161,6 +1166,13 @@ async fn positional_procedures_validate_clamp_and_release() {
     );
     let v = at(b.lease.clone(), 0, true).await;
     assert_eq!(v["acked"], json!(0), "idempotent");
+    // count > 0 asserts the cursor is where the pop left it (upto - count): it moved to 0
+    let moved: Value = db
+        .query_one("SELECT queen.log_ack_at_v1($1, $2, $3, 2, true, 3)", &[&pid, &QM, &b.lease])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!((moved["ok"].clone(), moved["error"].clone()), (json!(false), json!("cursor moved since the pop")));
     let v = at(b.lease.clone(), 2, true).await;
     assert_eq!(
         (

@@ -5,5 +5,10 @@
 //! a run is a JSON document any later tool can re-render). `stats` holds the statistics over
 //! rounds and histograms that both sides share.
 
+pub mod charts;
+pub mod html;
+pub mod model;
 pub mod results;
 pub mod stats;
+
+pub use html::{render_comparison, render_report, write_report};

@@ -18,7 +18,10 @@
 //! it costs no round trip and no cache.
 
 pub mod dlq_filing;
+pub mod fast_path;
+pub mod fusion;
 pub mod hash_path;
+pub mod registry;
 
 use deadpool_postgres::Object;
 use serde::Deserialize;
@@ -134,7 +137,17 @@ pub async fn ack_items(
     let n = items.len();
     let mut slots: Vec<Option<AckResult>> = vec![None; n];
     for group in group_items(items) {
+        if let Some(results) = fast_path::try_full_batch(app, tenant, &group).await {
+            for r in results {
+                let i = r.index;
+                slots[i] = Some(r);
+            }
+            continue;
+        }
         let done = ack_group_by_hash(app, tenant, &group).await?;
+        if let Some(registry) = &app.registry {
+            registry.forget(group.partition_id, &group.consumer_group, &group.lease_id);
+        }
         for r in done.results {
             let i = r.index;
             slots[i] = Some(r);
@@ -160,8 +173,8 @@ pub struct PositionalOutcome {
 
 /// The positional advance (registry fast path): commits through `upto` under the lease of
 /// `worker` (empty = lease-less), `ok = false` releases the lease without advancing. `count` is
-/// the number of ack items this answers (metrics; advisory to the procedure). The caller
-/// chooses the connection and is responsible for the tenant check.
+/// advisory to the procedure. The caller chooses the connection, is responsible for the tenant
+/// check, and counts the ack items under the path it took.
 #[allow(clippy::too_many_arguments)]
 pub async fn ack_at(
     app: &App,
@@ -184,7 +197,6 @@ pub async fn ack_at(
     let value: serde_json::Value = row.get(0);
     let outcome: PositionalOutcome = serde_json::from_value(value)
         .map_err(|e| ApiError::internal(format!("log_ack_at_v1 answered an unknown shape: {e}")))?;
-    Metrics::add(&app.metrics.acks_positional, count.max(0) as u64);
     Metrics::add(&app.metrics.messages_acked, outcome.acked.max(0) as u64);
     Ok(outcome)
 }

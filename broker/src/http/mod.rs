@@ -78,8 +78,18 @@ pub async fn serve(app: Arc<App>, req: hyper::Request<Incoming>) -> Result<Answe
     let (route_name, answer) = match read(&app, req).await {
         Ok(request) => {
             let name = request.route.name();
-            let answer = crate::routes::dispatch(&app, request).await;
-            (name, answer.unwrap_or_else(|e| error_answer(&e)))
+            // The handler runs as its own task so that a bug that panics answers 500 (and is
+            // logged) instead of tearing down the client's connection.
+            let handler_app = app.clone();
+            let handled = tokio::spawn(async move { crate::routes::dispatch(&handler_app, request).await }).await;
+            let answer = match handled {
+                Ok(answer) => answer.unwrap_or_else(|e| error_answer(&e)),
+                Err(e) => {
+                    tracing::error!(route = name, error = %e, "request handler panicked");
+                    error_answer(&ApiError::internal(format!("{name}: internal error")))
+                }
+            };
+            (name, answer)
         }
         Err((name, e)) => (name, error_answer(&e)),
     };

@@ -58,5 +58,24 @@ pub async fn frame_at(
     Ok((k < frames.len()).then(|| frames.swap_remove(k)))
 }
 
-/// A leasing pop delivered these spans under `worker` (the ack registry's birth hook).
-pub fn on_leased(_app: &App, _group: &str, _worker: &str, _spans: Vec<pop::LeasedSpan>) {}
+/// A leasing pop delivered these spans under `worker`: each becomes a registry entry.
+pub fn on_leased(app: &App, tenant: uuid::Uuid, group: &str, worker: &str, spans: &[pop::LeasedSpan]) {
+    let Some(registry) = &app.registry else { return };
+    for span in spans.iter().filter(|s| !s.frames.is_empty()) {
+        let lease = span
+            .lease_expires_at
+            .and_then(|t| t.duration_since(std::time::SystemTime::now()).ok())
+            .unwrap_or_default();
+        registry.born(&crate::ack::registry::Delivered {
+            tenant,
+            partition_id: span.partition_id,
+            group,
+            worker,
+            queue: &span.queue,
+            partition: &span.partition,
+            batch_end: span.span_end,
+            frames: &span.frames,
+            lease,
+        });
+    }
+}

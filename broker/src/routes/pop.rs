@@ -54,11 +54,15 @@ pub struct PopParams {
     pub lease_seconds: Option<i32>,
 }
 
-/// The span one partition delivered, with the hashes the ack registry needs.
+/// The span one partition delivered, with what the ack registry needs.
 pub struct LeasedSpan {
     pub partition_id: Uuid,
+    pub queue: String,
+    pub partition: String,
     pub span_end: i64,
-    pub hashes: Vec<TxnHash>,
+    pub lease_expires_at: Option<SystemTime>,
+    /// (hash, offset) of every delivered frame.
+    pub frames: Vec<(TxnHash, i64)>,
 }
 
 pub async fn handle(app: &App, req: &Request) -> Result<Answer, ApiError> {
@@ -200,7 +204,7 @@ async fn pop_once(app: &App, tenant: Uuid, p: &PopParams) -> Result<Option<Answe
         answer.messages.len() as u64,
     );
     if !p.auto_ack {
-        crate::routes::on_leased(app, group, &worker, spans);
+        crate::routes::on_leased(app, tenant, group, &worker, &spans);
     }
     Ok(Some(http::json(StatusCode::OK, &answer)))
 }
@@ -214,7 +218,7 @@ async fn claim(
 ) -> Result<Vec<Row>, ApiError> {
     const COLUMNS: &str =
         "partition_id, queue_name, partition_name, span_start, span_end, attempt, \
-                           seg_base, seg_created, blob";
+         lease_expires_at, seg_base, seg_created, blob";
     let db = app.db("pop").await?;
     let common = (&p.batch, &p.lease_seconds, &p.subscription_new, &p.auto_ack);
     let result = match &p.target {
@@ -319,8 +323,11 @@ fn build_answer<'a>(
         if spans.last().is_none_or(|s| s.partition_id != pid) {
             spans.push(LeasedSpan {
                 partition_id: pid,
+                queue: row.get("queue_name"),
+                partition: row.get("partition_name"),
                 span_end: end,
-                hashes: Vec::new(),
+                lease_expires_at: row.get("lease_expires_at"),
+                frames: Vec::new(),
             });
         }
         let base: i64 = row.get("seg_base");
@@ -339,11 +346,8 @@ fn build_answer<'a>(
                 .map_err(|e| {
                     ApiError::internal(format!("stored payload at {pid}/{offset} is not JSON: {e}"))
                 })?;
-            spans
-                .last_mut()
-                .expect("pushed above")
-                .hashes
-                .push(txn_hash(&frame.transaction_id));
+            let span = spans.last_mut().expect("pushed above");
+            span.frames.push((txn_hash(&frame.transaction_id), offset));
             messages.push(MessageOut {
                 id: frame.message_id.to_string(),
                 transaction_id: frame.transaction_id,

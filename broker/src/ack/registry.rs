@@ -1,0 +1,330 @@
+//! The ack registry: a process-local map of live leases, so that the overwhelmingly common ack
+//! (a client acking, all `completed`, exactly the batch it was just given) becomes one positional
+//! cursor advance instead of a hash resolution.
+//!
+//! Keyed (partition id, consumer group); per live lease it holds the worker id (= leaseId), the
+//! inclusive `batch_end` and the *distinct* set of delivered xxh3_128 hashes. An entry is born on
+//! every leasing pop that delivered something and dies on a fast-path hit, on any SQL-path
+//! outcome owned by its worker, on TTL (lease length + 10 s; swept opportunistically on insert
+//! at most every 5 s, so no background task), or by LRU eviction under the memory bound. Every
+//! death degrades to the SQL path, which is the authority; and `log_ack_at_v1` re-validates the
+//! lease under the consumer row lock, so the registry can never grant an ack PostgreSQL would
+//! refuse. One global mutex, deliberately: the work under it is a lookup, one set comparison
+//! against a set built off-lock, and a removal.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use ackbench_wire::TxnHash;
+use lru::LruCache;
+use uuid::Uuid;
+
+const TTL_MARGIN: Duration = Duration::from_secs(10);
+const SWEEP_EVERY: Duration = Duration::from_secs(5);
+/// Bookkeeping bytes of an entry besides its hashes (key, worker id, map slots).
+const ENTRY_OVERHEAD: usize = 160;
+
+type Key = (Uuid, String);
+
+/// One live lease as the pop that granted it saw it.
+struct Entry {
+    tenant: Uuid,
+    worker: String,
+    batch_end: i64,
+    /// Distinct delivered hashes, each with the lowest offset it was delivered at (the offset
+    /// the hash path's `MIN` resolution would pick).
+    hashes: HashMap<TxnHash, i64>,
+    queue: String,
+    partition: String,
+    /// The first delivered offset (the cursor sat just below it when the pop leased).
+    span_start: i64,
+    expires: Instant,
+    bytes: usize,
+}
+
+/// What a pop delivered in one partition under one lease: the registry's birth certificate.
+pub struct Delivered<'a> {
+    pub tenant: Uuid,
+    pub partition_id: Uuid,
+    pub group: &'a str,
+    pub worker: &'a str,
+    pub queue: &'a str,
+    pub partition: &'a str,
+    pub batch_end: i64,
+    /// (hash, offset) of every delivered frame.
+    pub frames: &'a [(TxnHash, i64)],
+    pub lease: Duration,
+}
+
+/// Where acked transactionIds sit in a live lease (the transaction wire's positional form).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Positions {
+    pub queue: String,
+    pub partition: String,
+    /// The highest offset among the acked hashes.
+    pub upto: i64,
+    pub count: i32,
+}
+
+/// What a fast-path hit hands to the positional advance `log_ack_at_v1(upto, count)`.
+///
+/// `upto` is what the hash path would commit for the same all-completed ack: the highest of the
+/// acked hashes' lowest delivered offsets, which is `batch_end` unless a transactionId was
+/// delivered twice in the batch. `count` = offsets from the span start through `upto`, so the
+/// procedure can check the cursor has not moved since the pop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FullBatch {
+    pub upto: i64,
+    pub count: i32,
+}
+
+pub struct AckRegistry {
+    max_bytes: usize,
+    state: Mutex<State>,
+    pub hits: AtomicU64,
+    pub misses: AtomicU64,
+    pub evictions: AtomicU64,
+    pub expirations: AtomicU64,
+}
+
+struct State {
+    entries: LruCache<Key, Entry>,
+    bytes: usize,
+    last_sweep: Instant,
+}
+
+impl AckRegistry {
+    /// A registry bounded to `max_mb` MiB of entries.
+    pub fn new(max_mb: usize) -> AckRegistry {
+        AckRegistry {
+            max_bytes: max_mb.saturating_mul(1 << 20),
+            state: Mutex::new(State { entries: LruCache::unbounded(), bytes: 0, last_sweep: Instant::now() }),
+            hits: AtomicU64::new(0),
+            misses: AtomicU64::new(0),
+            evictions: AtomicU64::new(0),
+            expirations: AtomicU64::new(0),
+        }
+    }
+
+    /// A leasing pop delivered frames of (partition, group) up to `batch_end` under `worker`.
+    /// Replaces whatever the key held (a new lease on the key means the old one is gone).
+    pub fn born(&self, d: &Delivered<'_>) {
+        let mut hashes: HashMap<TxnHash, i64> = HashMap::with_capacity(d.frames.len());
+        for (h, off) in d.frames {
+            let slot = hashes.entry(*h).or_insert(*off);
+            *slot = (*slot).min(*off);
+        }
+        let bytes = ENTRY_OVERHEAD + d.group.len() + d.worker.len() + d.queue.len() + d.partition.len() + hashes.capacity() * (16 + 8 + 8);
+        let entry = Entry {
+            tenant: d.tenant,
+            worker: d.worker.to_string(),
+            batch_end: d.batch_end,
+            hashes,
+            queue: d.queue.to_string(),
+            partition: d.partition.to_string(),
+            span_start: d.frames.iter().map(|f| f.1).min().unwrap_or(d.batch_end),
+            expires: Instant::now() + d.lease + TTL_MARGIN,
+            bytes,
+        };
+        let mut s = self.state.lock().expect("registry lock");
+        self.sweep_if_due(&mut s);
+        if let Some(old) = s.entries.put((d.partition_id, d.group.to_string()), entry) {
+            s.bytes -= old.bytes;
+        }
+        s.bytes += bytes;
+        while s.bytes > self.max_bytes {
+            match s.entries.pop_lru() {
+                Some((_, gone)) => {
+                    s.bytes -= gone.bytes;
+                    self.evictions.fetch_add(1, Relaxed);
+                }
+                None => break,
+            }
+        }
+    }
+
+    /// The fast-path test: when the live entry of (partition, group) belongs to `worker` and
+    /// its delivered set equals `acked` (set equality: order and repeats do not matter), the
+    /// entry dies and its batch is returned; otherwise a miss, and the entry stays for the SQL
+    /// path's outcome to decide.
+    pub fn take_if_full_batch(
+        &self,
+        tenant: Uuid,
+        partition: Uuid,
+        group: &str,
+        worker: &str,
+        acked: &HashSet<TxnHash>,
+    ) -> Option<FullBatch> {
+        let key = (partition, group.to_string());
+        let mut s = self.state.lock().expect("registry lock");
+        let hit = match s.entries.peek(&key) {
+            Some(e) => {
+                e.tenant == tenant
+                    && e.worker == worker
+                    && e.expires > Instant::now()
+                    && e.hashes.len() == acked.len()
+                    && acked.iter().all(|h| e.hashes.contains_key(h))
+            }
+            None => false,
+        };
+        if !hit {
+            drop(s);
+            self.misses.fetch_add(1, Relaxed);
+            return None;
+        }
+        let e = s.entries.pop(&key).expect("present under the lock");
+        s.bytes -= e.bytes;
+        drop(s);
+        self.hits.fetch_add(1, Relaxed);
+        let upto = e.hashes.values().copied().max().unwrap_or(e.batch_end);
+        Some(FullBatch { upto, count: (upto - e.span_start + 1) as i32 })
+    }
+
+    /// Where `acked` sit in the live lease of (partition, group) held by `worker`, when every
+    /// one of them was delivered under it; the entry stays (the caller's SQL decides its fate).
+    pub fn positions(&self, tenant: Uuid, partition: Uuid, group: &str, worker: &str, acked: &[TxnHash]) -> Option<Positions> {
+        let key = (partition, group.to_string());
+        let s = self.state.lock().expect("registry lock");
+        let e = s.entries.peek(&key).filter(|e| e.tenant == tenant && e.worker == worker && e.expires > Instant::now())?;
+        let mut upto = i64::MIN;
+        for h in acked {
+            upto = upto.max(*e.hashes.get(h)?);
+        }
+        let distinct: HashSet<&TxnHash> = acked.iter().collect();
+        Some(Positions { queue: e.queue.clone(), partition: e.partition.clone(), upto, count: distinct.len() as i32 })
+    }
+
+    /// An SQL-path outcome for (partition, group) by `worker`: its entry dies. A late ack from
+    /// an older worker never evicts the current holder's entry.
+    pub fn forget(&self, partition: Uuid, group: &str, worker: &str) {
+        let key = (partition, group.to_string());
+        let mut s = self.state.lock().expect("registry lock");
+        if s.entries.peek(&key).is_some_and(|e| e.worker == worker) {
+            let e = s.entries.pop(&key).expect("present under the lock");
+            s.bytes -= e.bytes;
+        }
+    }
+
+    pub fn entries(&self) -> usize {
+        self.state.lock().expect("registry lock").entries.len()
+    }
+
+    pub fn bytes(&self) -> usize {
+        self.state.lock().expect("registry lock").bytes
+    }
+
+    /// Drops expired entries, at most every `SWEEP_EVERY` (called under the lock on insert).
+    fn sweep_if_due(&self, s: &mut State) {
+        let now = Instant::now();
+        if now.duration_since(s.last_sweep) < SWEEP_EVERY {
+            return;
+        }
+        s.last_sweep = now;
+        let expired: Vec<Key> = s.entries.iter().filter(|(_, e)| e.expires <= now).map(|(k, _)| k.clone()).collect();
+        for k in expired {
+            if let Some(e) = s.entries.pop(&k) {
+                s.bytes -= e.bytes;
+                self.expirations.fetch_add(1, Relaxed);
+            }
+        }
+    }
+
+    /// Test hook: pretend every entry's TTL ran out and the next insert sweeps.
+    #[doc(hidden)]
+    pub fn expire_all_for_test(&self) {
+        let mut s = self.state.lock().expect("registry lock");
+        let past = Instant::now() - Duration::from_secs(1);
+        for (_, e) in s.entries.iter_mut() {
+            e.expires = past;
+        }
+        s.last_sweep = past - SWEEP_EVERY;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ackbench_wire::txn_hash;
+
+    fn hashes(ids: &[&str]) -> Vec<TxnHash> {
+        ids.iter().map(|s| txn_hash(s)).collect()
+    }
+
+    const T: Uuid = Uuid::nil();
+
+    fn born(r: &AckRegistry, p: Uuid, g: &str, w: &str, end: i64, ids: &[&str]) {
+        let frames: Vec<(TxnHash, i64)> = hashes(ids).into_iter().zip(end - ids.len() as i64 + 1..).collect();
+        r.born(&Delivered { tenant: T, partition_id: p, group: g, worker: w, queue: "q", partition: "p", batch_end: end, frames: &frames, lease: LEASE });
+    }
+
+    fn set(ids: &[&str]) -> HashSet<TxnHash> {
+        hashes(ids).into_iter().collect()
+    }
+
+    const LEASE: Duration = Duration::from_secs(30);
+
+    #[test]
+    fn hit_needs_same_worker_and_set_equality() {
+        let r = AckRegistry::new(64);
+        let p = Uuid::now_v7();
+        born(&r, p, "g", "w1", 9, &["a", "b", "c"]);
+        assert_eq!(r.take_if_full_batch(T, p, "g", "w2", &set(&["a", "b", "c"])), None, "other worker");
+        assert_eq!(r.take_if_full_batch(T, p, "g", "w1", &set(&["a", "b"])), None, "partial");
+        assert_eq!(r.take_if_full_batch(T, p, "g", "w1", &set(&["a", "b", "c", "d"])), None, "superset");
+        assert_eq!(r.take_if_full_batch(T, p, "h", "w1", &set(&["a", "b", "c"])), None, "other group");
+        assert_eq!(r.take_if_full_batch(Uuid::max(), p, "g", "w1", &set(&["a", "b", "c"])), None, "other tenant");
+        let pos = r.positions(T, p, "g", "w1", &hashes(&["b", "a", "b"])).unwrap();
+        assert_eq!((pos.upto, pos.count, pos.queue.as_str()), (8, 2, "q"));
+        assert_eq!(r.positions(T, p, "g", "w1", &hashes(&["z"])), None, "not delivered under this lease");
+        let hit = r.take_if_full_batch(T, p, "g", "w1", &set(&["c", "a", "b"]));
+        assert_eq!(hit, Some(FullBatch { upto: 9, count: 3 }));
+        assert_eq!(r.take_if_full_batch(T, p, "g", "w1", &set(&["a", "b", "c"])), None, "an entry dies on a hit");
+        assert_eq!(r.hits.load(Relaxed), 1);
+        assert_eq!(r.misses.load(Relaxed), 6);
+    }
+
+    #[test]
+    fn duplicate_delivered_ids_collapse_to_one_member() {
+        let r = AckRegistry::new(64);
+        let p = Uuid::now_v7();
+        born(&r, p, "g", "w", 4, &["a", "b", "a"]); // offsets 2, 3, 4
+        let hit = r.take_if_full_batch(T, p, "g", "w", &set(&["a", "b"])).unwrap();
+        assert_eq!(hit, FullBatch { upto: 3, count: 2 }, "`a` resolves to its lowest offset, as in SQL");
+    }
+
+    #[test]
+    fn forget_only_evicts_its_own_worker() {
+        let r = AckRegistry::new(64);
+        let p = Uuid::now_v7();
+        born(&r, p, "g", "new", 5, &["x"]);
+        r.forget(p, "g", "old");
+        assert_eq!(r.entries(), 1, "a late ack from an old worker keeps the current entry");
+        r.forget(p, "g", "new");
+        assert_eq!(r.entries(), 0);
+        assert_eq!(r.bytes(), 0);
+    }
+
+    #[test]
+    fn memory_bound_evicts_least_recently_used() {
+        let r = AckRegistry::new(0); // every insert is over the bound
+        let p = Uuid::now_v7();
+        born(&r, p, "g", "w", 1, &["a"]);
+        assert_eq!(r.entries(), 0);
+        assert_eq!(r.evictions.load(Relaxed), 1);
+        assert_eq!(r.take_if_full_batch(T, p, "g", "w", &set(&["a"])), None);
+    }
+
+    #[test]
+    fn ttl_sweep_on_insert() {
+        let r = AckRegistry::new(64);
+        let (p, q) = (Uuid::now_v7(), Uuid::now_v7());
+        born(&r, p, "g", "w", 1, &["a"]);
+        r.expire_all_for_test();
+        born(&r, q, "g", "w", 1, &["b"]);
+        assert_eq!(r.entries(), 1);
+        assert_eq!(r.expirations.load(Relaxed), 1);
+        assert_eq!(r.take_if_full_batch(T, p, "g", "w", &set(&["a"])), None);
+    }
+}
