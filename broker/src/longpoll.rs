@@ -1,44 +1,105 @@
 //! Parked long-polls: pops with `wait=true` that found nothing wait here, holding no database
 //! connection, until a push to their queue wakes them or their deadline passes.
 //!
-//! One `Notify` per (tenant, queue), plus one per tenant for discovery pops (which match queues
-//! by namespace/task and so wake on any push of their tenant). A waiter registers interest
-//! before it queries, so a push landing between the empty query and the wait is never missed.
-//! Pushes through another broker and lease expiries are picked up by a periodic re-check.
+//! Waiters are kept per (scope, consumer group): the scope is the queue, or the whole tenant for
+//! discovery pops (which match queues by namespace/task). A push of `n` messages wakes at most
+//! `n` waiters of every group parked on its queue, one by one, so a push of one message does not
+//! stampede every consumer into the database (each group consumes every message, so each group
+//! gets its own wake-ups). A waiter registers interest before it queries, so a push landing
+//! between its empty query and its wait is never missed. Pushes through another broker and lease
+//! expiries are picked up by the pop's periodic re-check.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::Notify;
 use uuid::Uuid;
 
-/// What a parked pop waits for.
+/// Which pushes a parked pop waits for.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub enum WaitKey {
+pub enum Scope {
     Queue(Uuid, String),
     AnyQueueOf(Uuid),
 }
 
+/// The waiters of one (scope, group).
+#[derive(Default)]
+pub struct Slot {
+    pub notify: Notify,
+    parked: AtomicUsize,
+}
+
+/// Counts a pop as parked on its slot for as long as it lives.
+pub struct Parked(Arc<Slot>);
+
+impl Parked {
+    pub fn slot(&self) -> &Slot {
+        &self.0
+    }
+}
+
+impl Drop for Parked {
+    fn drop(&mut self) {
+        self.0.parked.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
 #[derive(Default)]
 pub struct LongPoll {
-    signals: Mutex<HashMap<WaitKey, Arc<Notify>>>,
+    slots: Mutex<HashMap<Scope, HashMap<String, Arc<Slot>>>>,
 }
 
 impl LongPoll {
-    /// The signal a waiter on `key` listens to.
-    pub fn signal(&self, key: &WaitKey) -> Arc<Notify> {
-        let mut map = self.signals.lock().expect("long-poll lock");
-        map.entry(key.clone()).or_default().clone()
+    /// Registers a waiting pop of `group` on `scope`.
+    pub fn park(&self, scope: Scope, group: &str) -> Parked {
+        let mut map = self.slots.lock().expect("long-poll lock");
+        let slot = map.entry(scope).or_default().entry(group.to_string()).or_default().clone();
+        slot.parked.fetch_add(1, Ordering::SeqCst);
+        Parked(slot)
     }
 
-    /// Wakes every pop parked on `queue` of `tenant`, and the tenant's discovery pops.
-    pub fn pushed(&self, tenant: Uuid, queue: &str) {
-        let map = self.signals.lock().expect("long-poll lock");
-        if let Some(n) = map.get(&WaitKey::Queue(tenant, queue.to_string())) {
-            n.notify_waiters();
+    /// `messages` were pushed to `queue` of `tenant`: wakes up to that many waiters of every
+    /// group parked on the queue, and on the tenant's discovery scope.
+    pub fn pushed(&self, tenant: Uuid, queue: &str, messages: usize) {
+        let map = self.slots.lock().expect("long-poll lock");
+        for scope in [Scope::Queue(tenant, queue.to_string()), Scope::AnyQueueOf(tenant)] {
+            for slot in map.get(&scope).into_iter().flat_map(|groups| groups.values()) {
+                let waiting = slot.parked.load(Ordering::SeqCst);
+                for _ in 0..waiting.min(messages) {
+                    slot.notify.notify_one();
+                }
+            }
         }
-        if let Some(n) = map.get(&WaitKey::AnyQueueOf(tenant)) {
-            n.notify_waiters();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[tokio::test]
+    async fn a_push_wakes_as_many_waiters_as_messages_per_group() {
+        let lp = Arc::new(LongPoll::default());
+        let tenant = Uuid::nil();
+        let woken = Arc::new(AtomicUsize::new(0));
+        let mut tasks = Vec::new();
+        for group in ["a", "a", "a", "b"] {
+            let (lp, woken) = (lp.clone(), woken.clone());
+            tasks.push(tokio::spawn(async move {
+                let parked = lp.park(Scope::Queue(tenant, "q".into()), group);
+                let notified = parked.slot().notify.notified();
+                if tokio::time::timeout(Duration::from_millis(300), notified).await.is_ok() {
+                    woken.fetch_add(1, Ordering::SeqCst);
+                }
+            }));
         }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        lp.pushed(tenant, "q", 1);
+        for t in tasks {
+            t.await.unwrap();
+        }
+        assert_eq!(woken.load(Ordering::SeqCst), 2, "one waiter of group a, one of group b");
     }
 }

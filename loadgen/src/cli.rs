@@ -11,6 +11,7 @@ use tokio::sync::watch;
 
 use ackbench_reports::results::Results;
 
+use crate::gates::{self, baseline::Baseline, export};
 use crate::run::{self, audit_words, Env};
 use crate::scenario::{Overrides, Scenario};
 use crate::target::{broker, postgres::Postgres};
@@ -77,11 +78,79 @@ pub async fn run(req: RunRequest) -> u8 {
         Err(e) => return fail(&e),
     };
     results.meta.scenario.overrides = describe_overrides(&req.overrides);
+    let eval = gates::evaluate(&results, &scenario.gates, None);
+    results.gates = eval.verdicts.clone();
     if let Err(e) = write_outputs(&results, &out_dir) {
         return fail(&e);
     }
     print_summary(&results);
-    exit_code(&results)
+    println!("\n{}", gates::table(&eval));
+    run_exit_code(&results, &eval)
+}
+
+/// `ackbench gate`: judges a results file; exit 0 held, 1 failed, 2 broken.
+pub fn gate(
+    results: &Path,
+    baseline: Option<&Path>,
+    gates_file: Option<&Path>,
+    format: &str,
+) -> u8 {
+    let judged = (|| {
+        let r = read_results(results)?;
+        let scenario = match gates_file {
+            Some(p) => Scenario::load(p).map_err(|e| e.to_string())?,
+            None => Scenario::parse(&r.meta.scenario.text, &r.meta.scenario.path).map_err(|e| {
+                format!(
+                    "the scenario recorded in {} no longer parses: {e}",
+                    results.display()
+                )
+            })?,
+        };
+        let b = baseline.map(Baseline::read).transpose()?;
+        Ok::<_, String>((gates::evaluate(&r, &scenario.gates, b.as_ref()), r))
+    })();
+    let (eval, r) = match judged {
+        Ok(x) => x,
+        Err(e) => return fail(&e),
+    };
+    let out = match format {
+        "table" => gates::table(&eval),
+        "markdown" => export::markdown(&r, &eval),
+        "github-action-benchmark" => export::github_action_benchmark(&r).to_string(),
+        "bencher" => export::bencher(&r).to_string(),
+        other => return fail(&format!(
+            "--format: `{other}` is not one of table, markdown, github-action-benchmark, bencher"
+        )),
+    };
+    println!("{out}");
+    eval.exit_code()
+}
+
+/// `ackbench baseline RESULTS --out FILE`: never from a run that failed.
+pub fn baseline(results: &Path, out: &Path) -> u8 {
+    let written = read_results(results).and_then(|r| {
+        let scenario = Scenario::parse(&r.meta.scenario.text, &r.meta.scenario.path)
+            .map_err(|e| e.to_string())?;
+        let eval = gates::evaluate(&r, &scenario.gates, None);
+        if let Some(v) = eval.verdicts.iter().find(|v| !v.passed) {
+            return Err(format!(
+                "gate `{}` failed; a failed run cannot become a baseline ({} is unchanged)",
+                v.gate,
+                out.display()
+            ));
+        }
+        Baseline::from_results(&r)?.write(out)
+    });
+    match written {
+        Ok(()) => {
+            println!("{}", out.display());
+            0
+        }
+        Err(e) => {
+            eprintln!("ackbench: {e}");
+            1
+        }
+    }
 }
 
 async fn environment(req: &RunRequest, out_dir: PathBuf) -> Result<Env, String> {
@@ -148,7 +217,48 @@ fn write_outputs(results: &Results, out_dir: &Path) -> Result<(), String> {
     let text = serde_json::to_string_pretty(results).map_err(|e| e.to_string())?;
     std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))?;
     eprintln!("ackbench: wrote {}", path.display());
+    let html = ackbench_reports::render_report(results)?;
+    let report = out_dir.join("report.html");
+    ackbench_reports::write_report(&report, &html)?;
+    eprintln!("ackbench: wrote {}", report.display());
     Ok(())
+}
+
+/// Reads a results file, naming the file in any error.
+pub fn read_results(path: &Path) -> Result<Results, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    Results::from_json(&text).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// `ackbench report RESULTS [--compare OTHER] [--out FILE]`: renders from the results file
+/// alone; with `--compare`, OTHER is the baseline and RESULTS the candidate.
+pub fn report(results: &Path, compare: Option<&Path>, out: Option<&Path>) -> u8 {
+    let rendered = (|| {
+        let candidate = read_results(results)?;
+        let (html, default_name) = match compare {
+            Some(other) => (
+                ackbench_reports::render_comparison(&read_results(other)?, &candidate)?,
+                "compare.html",
+            ),
+            None => (ackbench_reports::render_report(&candidate)?, "report.html"),
+        };
+        let path = match out {
+            Some(p) => p.to_path_buf(),
+            None => results
+                .parent()
+                .unwrap_or(Path::new("."))
+                .join(default_name),
+        };
+        ackbench_reports::write_report(&path, &html)?;
+        Ok::<PathBuf, String>(path)
+    })();
+    match rendered {
+        Ok(path) => {
+            println!("{}", path.display());
+            0
+        }
+        Err(e) => fail(&e),
+    }
 }
 
 fn print_summary(results: &Results) {
@@ -199,7 +309,9 @@ fn print_summary(results: &Results) {
     }
 }
 
-fn exit_code(results: &Results) -> u8 {
+/// The run's exit code: a lost message or a failed gate is 1, a gate that could not be judged
+/// 2, an interrupted run 130.
+fn run_exit_code(results: &Results, eval: &gates::Evaluation) -> u8 {
     if results.cells.iter().any(|c| !c.summary.audit.passed()) {
         eprintln!("ackbench: FAILED: messages were lost (see the audit)");
         return 1;
@@ -207,7 +319,20 @@ fn exit_code(results: &Results) -> u8 {
     if !results.complete {
         return 130;
     }
-    0
+    match eval.exit_code() {
+        0 => 0,
+        code => {
+            eprintln!(
+                "ackbench: FAILED: {}",
+                if code == 1 {
+                    "a gate failed"
+                } else {
+                    "a gate could not be judged"
+                }
+            );
+            code
+        }
+    }
 }
 
 fn fail(message: &str) -> u8 {

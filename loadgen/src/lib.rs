@@ -4,6 +4,7 @@
 
 pub mod cli;
 pub mod client;
+pub mod gates;
 pub mod measure;
 pub mod meta;
 pub mod progress;

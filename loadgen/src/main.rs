@@ -22,6 +22,48 @@ struct Cli {
 enum Command {
     /// Run a scenario across the accelerator cells and write results.json and report.html.
     Run(RunArgs),
+    /// Render the HTML report of a results file (optionally compared with another run).
+    Report(ReportArgs),
+    /// Judge a results file against its scenario's gates (exit 0 held, 1 failed, 2 broken).
+    Gate(GateArgs),
+    /// Store a passing run's figures as a baseline for baseline gates.
+    Baseline(BaselineArgs),
+}
+
+#[derive(clap::Args)]
+struct GateArgs {
+    /// The results file to judge.
+    results: PathBuf,
+    /// A baseline written by `ackbench baseline`, for baseline gates.
+    #[arg(long)]
+    baseline: Option<PathBuf>,
+    /// Take the gates from this scenario file instead of the one recorded in the results.
+    #[arg(long)]
+    gates: Option<PathBuf>,
+    /// Output: table (default), markdown, github-action-benchmark, bencher.
+    #[arg(long, default_value = "table")]
+    format: String,
+}
+
+#[derive(clap::Args)]
+struct BaselineArgs {
+    /// The results file of a run that passed.
+    results: PathBuf,
+    /// Where to write the baseline.
+    #[arg(long)]
+    out: PathBuf,
+}
+
+#[derive(clap::Args)]
+struct ReportArgs {
+    /// The results file to render (the candidate, when comparing).
+    results: PathBuf,
+    /// Another run's results file to compare with (the baseline: ratios read this run / other).
+    #[arg(long)]
+    compare: Option<PathBuf>,
+    /// Where to write the report (default: report.html beside RESULTS, or compare.html).
+    #[arg(long)]
+    out: Option<PathBuf>,
 }
 
 #[derive(clap::Args)]
@@ -69,6 +111,16 @@ fn main() -> ExitCode {
     let code = rt.block_on(async {
         match cli.command {
             Command::Run(args) => ackbench::cli::run(args.into()).await,
+            Command::Report(a) => {
+                ackbench::cli::report(&a.results, a.compare.as_deref(), a.out.as_deref())
+            }
+            Command::Gate(a) => ackbench::cli::gate(
+                &a.results,
+                a.baseline.as_deref(),
+                a.gates.as_deref(),
+                &a.format,
+            ),
+            Command::Baseline(a) => ackbench::cli::baseline(&a.results, &a.out),
         }
     });
     ExitCode::from(code)

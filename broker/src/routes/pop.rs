@@ -17,7 +17,7 @@ use uuid::Uuid;
 
 use crate::app::App;
 use crate::http::{self, Answer, ApiError, Request, Route};
-use crate::longpoll::WaitKey;
+use crate::longpoll::Scope;
 use crate::metrics::Metrics;
 use crate::segment;
 use crate::storage::DbError;
@@ -68,18 +68,22 @@ pub struct LeasedSpan {
 pub async fn handle(app: &App, req: &Request) -> Result<Answer, ApiError> {
     let params = parse(req)?;
     let deadline = Instant::now() + params.timeout;
-    let key = match &params.target {
+    let scope = match &params.target {
         Target::Partition { queue, .. } | Target::Queue { queue, .. } => {
-            WaitKey::Queue(req.tenant, queue.clone())
+            Scope::Queue(req.tenant, queue.clone())
         }
-        Target::Discover { .. } => WaitKey::AnyQueueOf(req.tenant),
+        Target::Discover { .. } => Scope::AnyQueueOf(req.tenant),
     };
+    let waiter = params
+        .wait
+        .then(|| app.long_poll.park(scope, params.group.as_deref().unwrap_or(QUEUE_MODE_GROUP)));
     let mut parked = false;
     loop {
-        let signal = app.long_poll.signal(&key);
-        let notified = signal.notified();
+        let notified = waiter.as_ref().map(|w| w.slot().notify.notified());
         tokio::pin!(notified);
-        notified.as_mut().enable();
+        if let Some(n) = notified.as_mut().as_pin_mut() {
+            n.enable();
+        }
         if let Some(answer) = pop_once(app, req.tenant, &params).await? {
             return Ok(answer);
         }
@@ -93,8 +97,14 @@ pub async fn handle(app: &App, req: &Request) -> Result<Answer, ApiError> {
             Metrics::add(&app.metrics.long_poll_parked, 1);
         }
         let recheck = Duration::from_millis(app.config.long_poll_recheck_ms).min(deadline - now);
+        let woken = async {
+            match notified.as_mut().as_pin_mut() {
+                Some(n) => n.await,
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
-            _ = &mut notified => Metrics::add(&app.metrics.long_poll_woken, 1),
+            _ = woken => Metrics::add(&app.metrics.long_poll_woken, 1),
             _ = tokio::time::sleep(recheck) => {}
         }
     }

@@ -1,0 +1,274 @@
+//! Gates: what a run must show to pass, judged only from its results file.
+//!
+//! - A ratio gate divides a figure of two cells of the same run round by round (cells of one
+//!   round ran back to back on the same machine) and holds when every round's ratio, hence the
+//!   worst, is within the bound; the spread over rounds is reported beside it.
+//! - A baseline gate compares a cell's median figure with the same figure of a stored baseline
+//!   within a tolerance, in the figure's worse direction.
+//! - Every cell's audit is a gate too: a lost message fails the run whatever else held.
+//!
+//! Outcome: `Held` (exit 0), `Failed` (exit 1), `Broken` (exit 2: a missing cell or figure,
+//! an unreadable baseline: the gate could not be judged).
+
+pub mod baseline;
+pub mod export;
+
+use ackbench_reports::results::{GateVerdict, Results};
+use ackbench_reports::stats::Spread;
+
+use crate::scenario::{Direction, Gate, GateCheck};
+use baseline::Baseline;
+
+/// The verdicts of one evaluation.
+pub struct Evaluation {
+    pub verdicts: Vec<GateVerdict>,
+    /// Gates that could not be judged, with why.
+    pub broken: Vec<String>,
+}
+
+impl Evaluation {
+    /// 0 all held, 1 one failed, 2 one could not be judged.
+    pub fn exit_code(&self) -> u8 {
+        if !self.broken.is_empty() {
+            2
+        } else if self.verdicts.iter().any(|v| !v.passed) {
+            1
+        } else {
+            0
+        }
+    }
+}
+
+/// Judges `gates` (and every cell's audit) on `results`.
+pub fn evaluate(results: &Results, gates: &[Gate], baseline: Option<&Baseline>) -> Evaluation {
+    let mut eval = Evaluation {
+        verdicts: audit_verdicts(results),
+        broken: Vec::new(),
+    };
+    for gate in gates {
+        let judged = match &gate.check {
+            GateCheck::Ratio {
+                numerator,
+                denominator,
+                max,
+                min,
+            } => ratio(
+                results,
+                gate,
+                numerator.name(),
+                denominator.name(),
+                *max,
+                *min,
+            ),
+            GateCheck::Baseline {
+                cell,
+                tolerance,
+                direction,
+            } => match baseline {
+                Some(b) => against_baseline(results, b, gate, cell.name(), *tolerance, *direction),
+                None => Err(format!(
+                    "gate `{}` needs a baseline: pass --baseline FILE",
+                    gate.name
+                )),
+            },
+        };
+        match judged {
+            Ok(v) => eval.verdicts.push(v),
+            Err(why) => eval.broken.push(why),
+        }
+    }
+    eval
+}
+
+fn audit_verdicts(results: &Results) -> Vec<GateVerdict> {
+    results
+        .cells
+        .iter()
+        .map(|c| {
+            let a = &c.summary.audit;
+            GateVerdict {
+                gate: format!("audit of {}: no message lost", c.name),
+                kind: "audit".into(),
+                measured: Spread {
+                    median: a.lost as f64,
+                    min: a.lost as f64,
+                    max: a.lost as f64,
+                },
+                threshold: 0.0,
+                passed: a.passed(),
+                detail: format!(
+                    "pushed {}, acked {}, dead-lettered {}, dropped {}, lost {}, duplicates {}{}",
+                    a.pushed,
+                    a.acked,
+                    a.dead_lettered,
+                    a.dropped,
+                    a.lost,
+                    a.duplicates,
+                    if a.drained {
+                        ""
+                    } else {
+                        " (drain did not finish)"
+                    }
+                ),
+            }
+        })
+        .collect()
+}
+
+/// Per-round ratios of `figure` between two cells, paired by round number.
+pub fn round_ratios(
+    results: &Results,
+    figure: &str,
+    num: &str,
+    den: &str,
+) -> Result<Vec<f64>, String> {
+    let cell = |name: &str| {
+        results
+            .cell(name)
+            .ok_or_else(|| format!("the run has no cell `{name}`"))
+    };
+    let (n, d) = (cell(num)?, cell(den)?);
+    let mut ratios = Vec::new();
+    for rn in &n.rounds {
+        let Some(rd) = d.rounds.iter().find(|r| r.round == rn.round) else {
+            continue;
+        };
+        let missing = || {
+            format!(
+                "figure `{figure}` is missing in round {} of `{num}` or `{den}`",
+                rn.round
+            )
+        };
+        let (a, b) = (
+            rn.figures.get(figure).ok_or_else(missing)?,
+            rd.figures.get(figure).ok_or_else(missing)?,
+        );
+        if !a.is_finite() || !b.is_finite() || b == 0.0 {
+            return Err(format!(
+                "figure `{figure}` has no value in round {} ({num} {a}, {den} {b})",
+                rn.round
+            ));
+        }
+        ratios.push(a / b);
+    }
+    if ratios.is_empty() {
+        return Err(format!("cells `{num}` and `{den}` share no round"));
+    }
+    Ok(ratios)
+}
+
+fn ratio(
+    results: &Results,
+    gate: &Gate,
+    num: &str,
+    den: &str,
+    max: Option<f64>,
+    min: Option<f64>,
+) -> Result<GateVerdict, String> {
+    let figure = gate.figure.name();
+    let ratios = round_ratios(results, &figure, num, den)
+        .map_err(|e| format!("gate `{}`: {e}", gate.name))?;
+    let spread = Spread::of(&ratios);
+    let worst_high = spread.max;
+    let worst_low = spread.min;
+    let held_max = max.is_none_or(|m| worst_high <= m);
+    let held_min = min.is_none_or(|m| worst_low >= m);
+    let bound = match (max, min) {
+        (Some(m), None) => format!("<= {m}"),
+        (None, Some(m)) => format!(">= {m}"),
+        (Some(a), Some(b)) => format!("in [{b}, {a}]"),
+        (None, None) => "any".into(),
+    };
+    Ok(GateVerdict {
+        gate: gate.name.clone(),
+        kind: "ratio".into(),
+        measured: spread,
+        threshold: max.or(min).unwrap_or(f64::NAN),
+        passed: held_max && held_min,
+        detail: format!(
+            "{figure} of {num} / {den}, per round {}; worst round must be {bound}",
+            ratios
+                .iter()
+                .map(|r| format!("{r:.3}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    })
+}
+
+fn against_baseline(
+    results: &Results,
+    b: &Baseline,
+    gate: &Gate,
+    cell: &str,
+    tolerance: f64,
+    direction: Direction,
+) -> Result<GateVerdict, String> {
+    let figure = gate.figure.name();
+    let now = results
+        .cell(cell)
+        .ok_or_else(|| format!("gate `{}`: the run has no cell `{cell}`", gate.name))?;
+    let rounds: Vec<f64> = now
+        .rounds
+        .iter()
+        .filter_map(|r| r.figures.get(&figure))
+        .collect();
+    let measured = Spread::of(&rounds);
+    let base = b.figure(cell, &figure).ok_or_else(|| {
+        format!(
+            "gate `{}`: the baseline has no `{figure}` for cell `{cell}`",
+            gate.name
+        )
+    })?;
+    if !measured.median.is_finite() || !base.is_finite() || base == 0.0 {
+        return Err(format!(
+            "gate `{}`: `{figure}` of `{cell}` has no value (now {}, baseline {base})",
+            gate.name, measured.median
+        ));
+    }
+    let change = measured.median / base - 1.0;
+    let passed = match direction {
+        Direction::LowerIsBetter => change <= tolerance,
+        Direction::HigherIsBetter => change >= -tolerance,
+        Direction::TwoSided => change.abs() <= tolerance,
+    };
+    Ok(GateVerdict {
+        gate: gate.name.clone(),
+        kind: "baseline".into(),
+        measured,
+        threshold: tolerance,
+        passed,
+        detail: format!(
+            "{figure} of {cell}: {:.4} now vs {base:.4} in the baseline ({:+.1}%, tolerance {:.0}% {})",
+            measured.median,
+            change * 100.0,
+            tolerance * 100.0,
+            match direction {
+                Direction::LowerIsBetter => "upward",
+                Direction::HigherIsBetter => "downward",
+                Direction::TwoSided => "either way",
+            }
+        ),
+    })
+}
+
+/// The verdict table printed by `gate` and `run`.
+pub fn table(eval: &Evaluation) -> String {
+    let mut out = format!(
+        "{:<44} {:>26} {:>10}  {}\n",
+        "gate", "measured (median [min, max])", "threshold", "verdict"
+    );
+    for v in &eval.verdicts {
+        let m = &v.measured;
+        let measured = format!("{:.4} [{:.4}, {:.4}]", m.median, m.min, m.max);
+        let verdict = if v.passed { "held" } else { "FAILED" };
+        out.push_str(&format!(
+            "{:<44} {:>26} {:>10.3}  {verdict}\n    {}\n",
+            v.gate, measured, v.threshold, v.detail
+        ));
+    }
+    for b in &eval.broken {
+        out.push_str(&format!("BROKEN: {b}\n"));
+    }
+    out
+}
