@@ -118,9 +118,11 @@ pub fn gate(
         "markdown" => export::markdown(&r, &eval),
         "github-action-benchmark" => export::github_action_benchmark(&r).to_string(),
         "bencher" => export::bencher(&r).to_string(),
-        other => return fail(&format!(
+        other => {
+            return fail(&format!(
             "--format: `{other}` is not one of table, markdown, github-action-benchmark, bencher"
-        )),
+        ))
+        }
     };
     println!("{out}");
     eval.exit_code()

@@ -147,7 +147,11 @@ pub fn locate_binary(explicit: Option<&Path>) -> Result<PathBuf, String> {
         };
     }
     let me = std::env::current_exe().map_err(|e| e.to_string())?;
-    let dir = me.parent().ok_or("the executable has no directory")?;
+    let mut dir = me.parent().ok_or("the executable has no directory")?;
+    if dir.ends_with("deps") {
+        // a test binary: the workspace's binaries sit one level up
+        dir = dir.parent().ok_or("no target directory")?;
+    }
     let beside = dir.join("ackbench-broker");
     if beside.is_file() && !stale(&beside, &me) {
         return Ok(beside);

@@ -1,0 +1,196 @@
+//! Gates on known results: exit codes, worst-round judgement, audit failures, baselines.
+
+use std::collections::BTreeMap;
+
+use ackbench::gates::{self, baseline::Baseline};
+use ackbench::scenario::Scenario;
+use ackbench_reports::results::{
+    summarize, Audit, CellResults, Figures, Results, RoundResults, RunMeta, SCHEMA_VERSION,
+};
+
+fn round(n: u32, ack_commits_per_ack: f64, pg_ms: f64) -> RoundResults {
+    RoundResults {
+        round: n,
+        complete: true,
+        window_secs: 10.0,
+        figures: Figures {
+            ack_commits_per_ack,
+            pg_exec_ms_per_ack: pg_ms,
+            acked_messages: 1000.0,
+            ..Default::default()
+        },
+        broker_metrics: BTreeMap::new(),
+        audit: Audit {
+            pushed: 10,
+            acked: 10,
+            drained: true,
+            ..Default::default()
+        },
+        series: vec![],
+        histograms: BTreeMap::new(),
+    }
+}
+
+fn cell(name: &str, rounds: Vec<RoundResults>) -> CellResults {
+    let refs: Vec<&Figures<f64>> = rounds.iter().map(|r| &r.figures).collect();
+    let summary = ackbench_reports::results::Summary {
+        rounds: rounds.len() as u32,
+        figures: summarize(&refs),
+        audit: Audit {
+            pushed: 10,
+            acked: 10,
+            drained: true,
+            ..Default::default()
+        },
+        histograms: BTreeMap::new(),
+    };
+    CellResults {
+        name: name.into(),
+        registry: name.contains("registry"),
+        fusion: name.contains("fusion"),
+        rounds,
+        summary,
+    }
+}
+
+fn results(cells: Vec<CellResults>) -> Results {
+    Results {
+        schema_version: SCHEMA_VERSION,
+        complete: true,
+        meta: RunMeta::default(),
+        cells,
+        gates: vec![],
+    }
+}
+
+const GATES: &str = r#"
+[[gates]]
+name = "fusion cuts ack commits"
+kind = "ratio"
+figure = "ack_commits_per_ack"
+numerator = "registry+fusion"
+denominator = "none"
+max = 0.5
+"#;
+
+fn scenario(extra: &str) -> Scenario {
+    Scenario::parse(
+        &format!("[producers]\ncount = 1\n{GATES}{extra}"),
+        "gates.toml",
+    )
+    .expect("valid scenario")
+}
+
+#[test]
+fn ratio_gate_holds_when_every_round_holds() {
+    let r = results(vec![
+        cell(
+            "registry+fusion",
+            vec![round(1, 0.2, 0.1), round(2, 0.3, 0.1), round(3, 0.25, 0.1)],
+        ),
+        cell(
+            "none",
+            vec![round(1, 1.0, 1.0), round(2, 1.0, 1.0), round(3, 1.0, 1.0)],
+        ),
+    ]);
+    let eval = gates::evaluate(&r, &scenario("").gates, None);
+    assert_eq!(eval.exit_code(), 0, "{}", gates::table(&eval));
+    let v = eval.verdicts.iter().find(|v| v.kind == "ratio").unwrap();
+    assert_eq!(
+        (v.measured.min, v.measured.median, v.measured.max),
+        (0.2, 0.25, 0.3)
+    );
+}
+
+#[test]
+fn the_worst_round_decides() {
+    let r = results(vec![
+        cell(
+            "registry+fusion",
+            vec![round(1, 0.2, 0.1), round(2, 0.6, 0.1), round(3, 0.2, 0.1)],
+        ),
+        cell(
+            "none",
+            vec![round(1, 1.0, 1.0), round(2, 1.0, 1.0), round(3, 1.0, 1.0)],
+        ),
+    ]);
+    let eval = gates::evaluate(&r, &scenario("").gates, None);
+    assert_eq!(
+        eval.exit_code(),
+        1,
+        "median 0.2 holds but round 2 (0.6) fails"
+    );
+    assert!(gates::table(&eval).contains("FAILED"));
+}
+
+#[test]
+fn a_lost_message_fails_as_a_gate() {
+    let mut r = results(vec![
+        cell("registry+fusion", vec![round(1, 0.2, 0.1)]),
+        cell("none", vec![round(1, 1.0, 1.0)]),
+    ]);
+    r.cells[1].summary.audit.lost = 3;
+    let eval = gates::evaluate(&r, &scenario("").gates, None);
+    assert_eq!(eval.exit_code(), 1);
+    let audit = eval
+        .verdicts
+        .iter()
+        .find(|v| v.gate.contains("audit of none"))
+        .unwrap();
+    assert!(!audit.passed);
+    assert!(audit.detail.contains("lost 3"));
+}
+
+#[test]
+fn a_missing_cell_or_figure_is_broken_not_failed() {
+    let r = results(vec![cell("none", vec![round(1, 1.0, 1.0)])]);
+    let eval = gates::evaluate(&r, &scenario("").gates, None);
+    assert_eq!(eval.exit_code(), 2);
+    assert!(
+        eval.broken[0].contains("registry+fusion"),
+        "{:?}",
+        eval.broken
+    );
+    let r = results(vec![
+        cell("registry+fusion", vec![round(1, f64::NAN, 0.1)]),
+        cell("none", vec![round(1, 1.0, 1.0)]),
+    ]);
+    assert_eq!(
+        gates::evaluate(&r, &scenario("").gates, None).exit_code(),
+        2
+    );
+}
+
+#[test]
+fn baseline_gates_use_the_stored_medians_and_failed_runs_are_refused() {
+    let baseline_gate = "\n[[gates]]\nkind = \"baseline\"\nfigure = \"ack_commits_per_ack\"\ncell = \"none\"\ntolerance = 0.1\n";
+    let base_run = results(vec![
+        cell("registry+fusion", vec![round(1, 0.2, 0.1)]),
+        cell("none", vec![round(1, 1.0, 1.0)]),
+    ]);
+    let b = Baseline::from_results(&base_run).unwrap();
+    assert_eq!(b.figure("none", "ack_commits_per_ack"), Some(1.0));
+    let s = scenario(baseline_gate);
+    let same = gates::evaluate(&base_run, &s.gates, Some(&b));
+    assert_eq!(same.exit_code(), 0, "{}", gates::table(&same));
+    let worse = results(vec![
+        cell("registry+fusion", vec![round(1, 0.2, 0.1)]),
+        cell("none", vec![round(1, 1.2, 1.0)]),
+    ]);
+    assert_eq!(
+        gates::evaluate(&worse, &s.gates, Some(&b)).exit_code(),
+        1,
+        "+20% beyond a 10% tolerance"
+    );
+    assert_eq!(
+        gates::evaluate(&worse, &s.gates, None).exit_code(),
+        2,
+        "no baseline given"
+    );
+    let mut lost = base_run.clone();
+    lost.cells[0].summary.audit.lost = 1;
+    assert!(Baseline::from_results(&lost).unwrap_err().contains("lost"));
+    let mut partial = base_run;
+    partial.complete = false;
+    assert!(Baseline::from_results(&partial).is_err());
+}
