@@ -7,6 +7,7 @@ pub mod lease;
 pub mod operations;
 pub mod pop;
 pub mod push;
+pub mod transaction;
 
 use crate::app::App;
 use crate::http::{Answer, ApiError, Request, Route};
@@ -25,10 +26,7 @@ pub async fn dispatch(app: &App, req: Request) -> Result<Answer, ApiError> {
         Route::MessageRetry { .. } => dlq::retry(app, &req).await,
         Route::MessageDelete { .. } => dlq::delete(app, &req).await,
         Route::Ack | Route::AckBatch => ack::handle(app, &req).await,
-        Route::Transaction => Err(ApiError::new(
-            hyper::StatusCode::NOT_IMPLEMENTED,
-            format!("{} is not implemented yet", req.route.name()),
-        )),
+        Route::Transaction => transaction::handle(app, &req).await,
     }
 }
 

@@ -1,0 +1,620 @@
+//! `POST /api/v1/transaction`: pushes and acks committed together, or not at all (shared spec
+//! `wire.md`, "Transaction"; `ack-internals.md`, "Acks inside a transaction").
+//!
+//! Body `{"operations": [{"type": "push", "items": [...]} | {"type": "ack", "transactionId",
+//! "partitionId", "status", "consumerGroup"?, "leaseId"?, "error"?}], "requiredLeases"?:
+//! [leaseId, ...]}`. The whole body is validated first (a 400 names the field, e.g.
+//! `operations[2].type`, and nothing is written); then everything goes to PostgreSQL as ONE
+//! `queen.log_transaction_wire_v1(payload jsonb)` call, one transaction:
+//!
+//! - Pushes: the items of every push operation are grouped by (queue, partition) in order of
+//!   first appearance, each group one segment packed here (`segment::pack`) with its 16-byte
+//!   hashes (`txn_hash`), both hex-encoded in the payload. A duplicate (of a stored message in
+//!   the dedup window, or of an earlier item of this transaction, whichever operation it came
+//!   from) rolls everything back. On a queue with `dedupWindowSeconds: 0` deduplication is off,
+//!   here as on the push route.
+//! - Acks: grouped by (partition, group, leaseId) like the ack route. A group whose items are all
+//!   `completed` under a leaseId, and whose every transactionId the ack registry knows from the
+//!   pop this process served, is sent positional (`log_ack_v1` by queue/partition name, upto =
+//!   the highest acked offset, count 0 = no cursor assertion); any other group is sent by hash
+//!   (`log_ack_by_hash_v1`). An unresolvable or already-committed position, or a refused lease,
+//!   rolls everything back. A partition of another tenant is unknown: 'unresolvable'.
+//! - `requiredLeases`: each must be a live lease on a partition of the caller's tenant, checked
+//!   under the consumer row locks, before the acks (which may then release them).
+//!
+//! Answers: 200 `{"success": true, "transactionId": <fresh UUIDv7>, "results": [...]}`, one
+//! result per operation in request order: push `{"index", "type": "push", "success": true,
+//! "items": [<the push route's per-item answers>]}`, ack `{"index", "type": "ack", "success",
+//! "transactionId", "error", "leaseReleased", "dlq", "noop"}`. A refusal raised by the procedure
+//! (`QDUP`, `QTXN`) answers 200 `{"success": false, "error": "<operation and transactionId, and
+//! why>", "results": []}` with nothing committed; any other database failure is a logged 5xx.
+//!
+//! After the commit: a hash-mode group whose answer handed off a DLQ (`dlq: true`, lease kept)
+//! is filed through `ack::dlq_filing` under that lease. The filing is its own statement; if it
+//! is refused or fails, that ack answers `success: false` with why while the transaction stays
+//! committed (the hand-off is pending under the kept lease, which expires and redelivers the
+//! poison: nothing is lost). Every acked group's registry entry is forgotten (an SQL outcome
+//! ends it); on a rollback only a refused positional group's entry is, so a retry takes the
+//! hash path, the authority.
+
+use std::collections::{HashMap, HashSet};
+
+use hyper::StatusCode;
+use serde_json::{json, Value};
+use uuid::Uuid;
+
+use crate::ack::dlq_filing::{self, DlqFiling};
+use crate::ack::registry::Positions;
+use crate::ack::{self, AckGroup, AckItem, AckStatus, HashOutcome, PositionalOutcome};
+use crate::app::App;
+use crate::http::json::{parse_object, Fields};
+use crate::http::{self, Answer, ApiError, Request};
+use crate::metrics::Metrics;
+use crate::routes::ack::parse_item;
+use crate::routes::push::{validate_items, Item};
+use crate::segment::{self, FrameRef};
+use crate::storage::DbError;
+use ackbench_wire::hash::hash_hex;
+use ackbench_wire::{txn_hash, AckResult, PushResult, TxnHash};
+
+/// One validated operation.
+enum Op {
+    Push(Vec<Item>),
+    Ack(AckItem),
+}
+
+/// A validated body.
+struct Body {
+    ops: Vec<Op>,
+    required_leases: Vec<String>,
+}
+
+/// One push group: the (operation, item) positions of its members, in frame order.
+struct PushGroup {
+    queue: String,
+    partition: String,
+    members: Vec<(usize, usize)>,
+}
+
+/// How an ack group is sent.
+enum Mode {
+    /// Where the registry saw the acked transactionIds delivered.
+    Positional(Positions),
+    Hash,
+}
+
+/// One ack group with what the payload says about it.
+struct AckPlan {
+    group: AckGroup,
+    hashes: Vec<TxnHash>,
+    mode: Mode,
+}
+
+pub async fn handle(app: &App, req: &Request) -> Result<Answer, ApiError> {
+    let body = parse(&req.body)?;
+    let pushes = push_groups(&body.ops);
+    let acks = ack_plans(app, req.tenant, &body.ops);
+    let payload = payload(req.tenant, &body, &pushes, &acks);
+    let transaction_id = Uuid::now_v7();
+
+    let db = app.db("transaction").await?;
+    let stmt = db
+        .prepare_cached("SELECT queen.log_transaction_wire_v1($1)")
+        .await
+        .map_err(|e| DbError::from_pg("log_transaction_wire_v1", e))?;
+    let answer: Value = match db.query_one(&stmt, &[&payload]).await {
+        Ok(row) => row.get(0),
+        Err(e) => {
+            drop(db);
+            let e = DbError::from_pg("log_transaction_wire_v1", e);
+            let Some(why) = e
+                .raised_message()
+                .and_then(|m| refusal(&e, m, &body, &pushes, &acks))
+            else {
+                return Err(e.into());
+            };
+            forget_refused_positional(app, &e, &acks);
+            tracing::debug!(%transaction_id, error = %why, "transaction rolled back");
+            return Ok(http::json(
+                StatusCode::OK,
+                &json!({ "success": false, "error": why, "results": [] }),
+            ));
+        }
+    };
+
+    // Committed: wake the parked pops, end the acked groups' registry entries.
+    let pushed: usize = pushes.iter().map(|g| g.members.len()).sum();
+    Metrics::add(&app.metrics.messages_pushed, pushed as u64);
+    for g in &pushes {
+        app.long_poll.pushed(req.tenant, &g.queue, g.members.len());
+    }
+    if let Some(registry) = &app.registry {
+        for g in acks.iter().map(|plan| &plan.group) {
+            registry.forget(g.partition_id, &g.consumer_group, &g.lease_id);
+        }
+    }
+
+    // DLQ hand-offs are filed now, each its own statement on this connection.
+    let mut per_item: HashMap<usize, AckResult> = HashMap::new();
+    let outcomes = ack_outcomes(&answer)?;
+    for (ordinal, plan) in acks.iter().enumerate() {
+        let result = outcomes.get(&ordinal).ok_or_else(|| {
+            ApiError::internal(format!(
+                "log_transaction_wire_v1 did not answer ack group {ordinal}"
+            ))
+        })?;
+        let results = match plan.mode {
+            Mode::Positional(_) => positional_results(app, plan, result)?,
+            Mode::Hash => hash_results(app, &db, plan, result).await?,
+        };
+        for r in results {
+            per_item.insert(r.index, r);
+        }
+    }
+    drop(db);
+
+    let results: Vec<Value> = body
+        .ops
+        .iter()
+        .enumerate()
+        .map(|(i, op)| match op {
+            Op::Push(items) => json!({
+                "index": i,
+                "type": "push",
+                "success": true,
+                "items": push_results(items),
+            }),
+            Op::Ack(_) => {
+                let r = &per_item[&i];
+                json!({
+                    "index": i,
+                    "type": "ack",
+                    "success": r.success,
+                    "transactionId": r.transaction_id,
+                    "error": r.error,
+                    "leaseReleased": r.lease_released,
+                    "dlq": r.dlq,
+                    "noop": r.noop,
+                })
+            }
+        })
+        .collect();
+    Ok(http::json(
+        StatusCode::OK,
+        &json!({
+            "success": true,
+            "transactionId": transaction_id.to_string(),
+            "results": results,
+        }),
+    ))
+}
+
+// ---------------------------------------------------------------------------------------------
+// validation
+
+fn parse(raw: &[u8]) -> Result<Body, ApiError> {
+    let body = parse_object(raw)?;
+    let root = Fields::root(&body);
+    let operations = root.req_array("operations")?;
+    if operations.is_empty() {
+        return Err(ApiError::bad_request(
+            "operations must hold at least one operation",
+        ));
+    }
+    let ops = operations
+        .iter()
+        .enumerate()
+        .map(|(i, v)| {
+            let f = Fields::of(v, format!("operations[{i}]"))?;
+            match f.req_nonempty("type")? {
+                "push" => Ok(Op::Push(validate_items(
+                    f.req_array("items")?,
+                    &f.name("items"),
+                )?)),
+                "ack" => Ok(Op::Ack(parse_item(&f, i, None)?)),
+                other => Err(ApiError::bad_request(format!(
+                    "{} must be \"push\" or \"ack\" (not `{other}`)",
+                    f.name("type")
+                ))),
+            }
+        })
+        .collect::<Result<Vec<Op>, ApiError>>()?;
+    let required_leases = root
+        .opt_array("requiredLeases")?
+        .map(|leases| {
+            leases
+                .iter()
+                .enumerate()
+                .map(|(i, v)| match v.as_str() {
+                    Some(s) if !s.is_empty() => Ok(s.to_string()),
+                    _ => Err(ApiError::bad_request(format!(
+                        "requiredLeases[{i}] must be a non-empty string"
+                    ))),
+                })
+                .collect::<Result<Vec<String>, ApiError>>()
+        })
+        .transpose()?
+        .unwrap_or_default();
+    Ok(Body {
+        ops,
+        required_leases,
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// the payload
+
+/// Every push operation's items grouped by (queue, partition), in order of first appearance.
+fn push_groups(ops: &[Op]) -> Vec<PushGroup> {
+    let mut index: HashMap<(&str, &str), usize> = HashMap::new();
+    let mut groups: Vec<PushGroup> = Vec::new();
+    for (o, op) in ops.iter().enumerate() {
+        let Op::Push(items) = op else { continue };
+        for (k, item) in items.iter().enumerate() {
+            let g = *index
+                .entry((&item.queue, &item.partition))
+                .or_insert_with(|| {
+                    groups.push(PushGroup {
+                        queue: item.queue.clone(),
+                        partition: item.partition.clone(),
+                        members: Vec::new(),
+                    });
+                    groups.len() - 1
+                });
+            groups[g].members.push((o, k));
+        }
+    }
+    groups
+}
+
+/// The item at an (operation, item) position.
+fn item_at(ops: &[Op], (o, k): (usize, usize)) -> &Item {
+    match &ops[o] {
+        Op::Push(items) => &items[k],
+        Op::Ack(_) => unreachable!("push groups only hold push items"),
+    }
+}
+
+/// The ack operations grouped by (partition, group, leaseId), each with its mode.
+fn ack_plans(app: &App, tenant: Uuid, ops: &[Op]) -> Vec<AckPlan> {
+    let items: Vec<AckItem> = ops
+        .iter()
+        .filter_map(|op| match op {
+            Op::Ack(a) => Some(a.clone()),
+            Op::Push(_) => None,
+        })
+        .collect();
+    ack::group_items(items)
+        .into_iter()
+        .map(|group| {
+            let hashes: Vec<TxnHash> = group
+                .items
+                .iter()
+                .map(|i| txn_hash(&i.transaction_id))
+                .collect();
+            let eligible = !group.lease_id.is_empty()
+                && group.items.iter().all(|i| i.status == AckStatus::Completed);
+            let positions = app.registry.as_ref().filter(|_| eligible).and_then(|r| {
+                r.positions(
+                    tenant,
+                    group.partition_id,
+                    &group.consumer_group,
+                    &group.lease_id,
+                    &hashes,
+                )
+            });
+            AckPlan {
+                group,
+                hashes,
+                mode: positions.map_or(Mode::Hash, Mode::Positional),
+            }
+        })
+        .collect()
+}
+
+/// The jsonb argument of `log_transaction_wire_v1` (see `sql/009_transaction.sql`).
+fn payload(tenant: Uuid, body: &Body, pushes: &[PushGroup], acks: &[AckPlan]) -> Value {
+    let mut hashes = Vec::with_capacity(pushes.len());
+    let mut blobs = Vec::with_capacity(pushes.len());
+    for g in pushes {
+        let items: Vec<&Item> = g.members.iter().map(|&m| item_at(&body.ops, m)).collect();
+        let frames: Vec<FrameRef<'_>> = items
+            .iter()
+            .map(|i| FrameRef {
+                message_id: i.message_id,
+                transaction_id: &i.transaction_id,
+                payload: &i.payload,
+            })
+            .collect();
+        let h: Vec<u8> = items
+            .iter()
+            .flat_map(|i| txn_hash(&i.transaction_id))
+            .collect();
+        hashes.push(hex::encode(h));
+        blobs.push(hex::encode(segment::pack(&frames)));
+    }
+    let acks: Vec<Value> = acks
+        .iter()
+        .enumerate()
+        .map(|(ordinal, plan)| {
+            let g = &plan.group;
+            let mut a = json!({
+                "ordinal": ordinal,
+                "partition_id": g.partition_id,
+                "group": g.consumer_group,
+                "worker": g.lease_id,
+            });
+            match &plan.mode {
+                // count 0: no "cursor still where the pop left it" assertion (the registry's
+                // count is of distinct acked ids, not of the span).
+                Mode::Positional(p) => {
+                    a["mode"] = json!("positional");
+                    a["queue"] = json!(p.queue);
+                    a["partition"] = json!(p.partition);
+                    a["upto"] = json!(p.upto);
+                    a["count"] = json!(0);
+                }
+                Mode::Hash => {
+                    a["mode"] = json!("hash");
+                    a["hashes"] = json!(plan.hashes.iter().map(hash_hex).collect::<Vec<_>>());
+                    a["statuses"] = json!(g
+                        .items
+                        .iter()
+                        .map(|i| i.status.as_str())
+                        .collect::<Vec<_>>());
+                }
+            }
+            a
+        })
+        .collect();
+    json!({
+        "tenant": tenant,
+        "required_leases": body.required_leases,
+        "push": {
+            "queues": pushes.iter().map(|g| &g.queue).collect::<Vec<_>>(),
+            "partitions": pushes.iter().map(|g| &g.partition).collect::<Vec<_>>(),
+            "hashes": hashes,
+            "blobs": blobs,
+        },
+        "acks": acks,
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// after the commit
+
+/// The procedure's per-group answers, by ack ordinal.
+fn ack_outcomes(answer: &Value) -> Result<HashMap<usize, Value>, ApiError> {
+    let shape = || ApiError::internal("log_transaction_wire_v1 answered an unknown shape");
+    answer["acks"]
+        .as_array()
+        .ok_or_else(shape)?
+        .iter()
+        .map(|a| {
+            let ordinal = a["ordinal"].as_u64().ok_or_else(shape)? as usize;
+            Ok((ordinal, a["result"].clone()))
+        })
+        .collect()
+}
+
+fn positional_results(
+    app: &App,
+    plan: &AckPlan,
+    result: &Value,
+) -> Result<Vec<AckResult>, ApiError> {
+    let o: PositionalOutcome = serde_json::from_value(result.clone())
+        .map_err(|e| ApiError::internal(format!("log_ack_v1 answered an unknown shape: {e}")))?;
+    Metrics::add(&app.metrics.acks_positional, plan.group.items.len() as u64);
+    Metrics::add(&app.metrics.messages_acked, o.acked.max(0) as u64);
+    Ok(plan
+        .group
+        .items
+        .iter()
+        .map(|i| AckResult {
+            lease_released: o.lease_released,
+            ..success(i)
+        })
+        .collect())
+}
+
+async fn hash_results(
+    app: &App,
+    db: &deadpool_postgres::Object,
+    plan: &AckPlan,
+    result: &Value,
+) -> Result<Vec<AckResult>, ApiError> {
+    let o: HashOutcome = serde_json::from_value(result.clone()).map_err(|e| {
+        ApiError::internal(format!("log_ack_by_hash_v1 answered an unknown shape: {e}"))
+    })?;
+    let filing: Option<Result<DlqFiling, String>> = if o.ok && o.dlq {
+        Some(
+            dlq_filing::file_head(db, &plan.group, &o)
+                .await
+                .map_err(|e| {
+                    tracing::error!(partition = %plan.group.partition_id, error = %e.message,
+                        "transaction committed; its DLQ hand-off could not be filed (pending under the kept lease)");
+                    format!("DLQ hand-off not filed ({}); it stays pending under the lease", e.message)
+                }),
+        )
+    } else {
+        None
+    };
+    Metrics::add(&app.metrics.acks_hash, plan.group.items.len() as u64);
+    let filed_acked = match &filing {
+        Some(Ok(f)) => f.acked,
+        _ => 0,
+    };
+    Metrics::add(
+        &app.metrics.messages_acked,
+        (o.acked + filed_acked).max(0) as u64,
+    );
+    let noop: HashSet<&str> = o.noop_hashes.iter().map(String::as_str).collect();
+    let lease_released = o.lease_released || matches!(&filing, Some(Ok(f)) if f.lease_released);
+    Ok(plan
+        .group
+        .items
+        .iter()
+        .zip(&plan.hashes)
+        .enumerate()
+        .map(|(k, (item, hash))| {
+            let at_poison = o.dlq && o.offsets.get(k).copied().flatten() == o.dlq_offset;
+            let mut r = match &filing {
+                Some(Ok(f)) if at_poison && f.filed => AckResult {
+                    dlq: true,
+                    ..success(item)
+                },
+                Some(Ok(f)) if at_poison => failure(
+                    item,
+                    f.error.as_deref().unwrap_or(ack::ERR_LEASE).to_string(),
+                ),
+                Some(Err(e)) if at_poison => failure(item, e.clone()),
+                _ if item.status == AckStatus::Completed
+                    && noop.contains(hash_hex(hash).as_str()) =>
+                {
+                    AckResult {
+                        noop: true,
+                        ..success(item)
+                    }
+                }
+                _ => success(item),
+            };
+            r.lease_released = lease_released;
+            r
+        })
+        .collect())
+}
+
+fn success(item: &AckItem) -> AckResult {
+    AckResult {
+        index: item.index,
+        transaction_id: item.transaction_id.clone(),
+        success: true,
+        error: None,
+        lease_released: false,
+        dlq: false,
+        noop: false,
+    }
+}
+
+fn failure(item: &AckItem, error: String) -> AckResult {
+    AckResult {
+        success: false,
+        error: Some(error),
+        ..success(item)
+    }
+}
+
+/// A push operation's per-item answers (all queued: the transaction committed).
+fn push_results(items: &[Item]) -> Vec<PushResult> {
+    items
+        .iter()
+        .enumerate()
+        .map(|(k, i)| PushResult {
+            index: k,
+            message_id: Some(i.message_id.to_string()),
+            transaction_id: i.transaction_id.clone(),
+            queue_name: i.queue.clone(),
+            status: "queued".to_string(),
+        })
+        .collect()
+}
+
+// ---------------------------------------------------------------------------------------------
+// refusals
+
+/// The raised message without the ` (SQLSTATE)` suffix `DbError` adds.
+fn raised_text<'a>(e: &DbError, message: &'a str) -> &'a str {
+    e.code
+        .as_deref()
+        .and_then(|c| message.strip_suffix(&format!(" ({c})")))
+        .unwrap_or(message)
+}
+
+/// The readable error of a refusal raised by `log_transaction_wire_v1`, naming the operation
+/// and the transactionId; `None` for a raise this route does not know (a 5xx then).
+fn refusal(
+    e: &DbError,
+    message: &str,
+    body: &Body,
+    pushes: &[PushGroup],
+    acks: &[AckPlan],
+) -> Option<String> {
+    let text = raised_text(e, message);
+    let words: Vec<&str> = text.split_whitespace().collect();
+    match words.as_slice() {
+        ["QTXN", "required", "lease", k, ..] => {
+            let k: usize = k.parse().ok()?;
+            let lease = body.required_leases.get(k)?;
+            Some(format!(
+                "requiredLeases[{k}]: lease \"{lease}\" is not held; nothing was committed"
+            ))
+        }
+        ["QDUP", "push", "group", g, "item", k, "duplicates", what, x] => {
+            let group = pushes.get(g.parse::<usize>().ok()?.checked_sub(1)?)?;
+            let at = *group.members.get(k.parse::<usize>().ok()?)?;
+            let item = item_at(&body.ops, at);
+            let of = match *what {
+                "item" => {
+                    let first = *group.members.get(x.parse::<usize>().ok()?)?;
+                    format!(
+                        "of operations[{}].items[{}] in this transaction",
+                        first.0, first.1
+                    )
+                }
+                _ => format!(
+                    "of a message already pushed to queue \"{}\" partition \"{}\" inside the \
+                     dedup window",
+                    group.queue, group.partition
+                ),
+            };
+            Some(format!(
+                "operations[{}].items[{}]: transactionId \"{}\" is a duplicate {of}; nothing was \
+                 committed",
+                at.0, at.1, item.transaction_id
+            ))
+        }
+        ["QTXN", "ack", ordinal, "refused:", ..] => {
+            let plan = acks.get(ordinal.parse::<usize>().ok()?)?;
+            let rest = text.split_once("refused: ")?.1;
+            let (reason, hash) = match rest.rsplit_once(" hash ") {
+                Some((reason, hash)) => (reason, Some(hash)),
+                None => (rest, None),
+            };
+            let item = hash
+                .and_then(|h| {
+                    plan.hashes
+                        .iter()
+                        .position(|x| hash_hex(x) == h)
+                        .map(|k| &plan.group.items[k])
+                })
+                .unwrap_or(&plan.group.items[0]);
+            Some(format!(
+                "operations[{}]: ack of transactionId \"{}\" refused: {reason}; nothing was \
+                 committed",
+                item.index, item.transaction_id
+            ))
+        }
+        _ => None,
+    }
+}
+
+/// A positional group PostgreSQL refused: its registry entry is stale, so it dies and a retry
+/// goes by hash.
+fn forget_refused_positional(app: &App, e: &DbError, acks: &[AckPlan]) {
+    let Some(registry) = &app.registry else {
+        return;
+    };
+    let Some(text) = e.raised_message().map(|m| raised_text(e, m)) else {
+        return;
+    };
+    if let ["QTXN", "ack", ordinal, "refused:", ..] =
+        text.split_whitespace().collect::<Vec<_>>().as_slice()
+    {
+        if let Some(plan) = ordinal.parse::<usize>().ok().and_then(|o| acks.get(o)) {
+            if matches!(plan.mode, Mode::Positional(_)) {
+                let g = &plan.group;
+                registry.forget(g.partition_id, &g.consumer_group, &g.lease_id);
+            }
+        }
+    }
+}
