@@ -13,7 +13,7 @@ use ackbench_reports::results::Results;
 
 use crate::gates::{self, baseline::Baseline, export};
 use crate::run::{self, audit_words, Env};
-use crate::scenario::{Overrides, Scenario};
+use crate::scenario::{Cell, Overrides, Scenario};
 use crate::target::{broker, postgres::Postgres};
 
 pub struct RunRequest {
@@ -24,6 +24,8 @@ pub struct RunRequest {
     pub broker_url: Option<String>,
     pub broker_bin: Option<PathBuf>,
     pub keep_databases: bool,
+    /// A/A mode: run this cell twice per round instead of the scenario's cells.
+    pub aa: Option<String>,
 }
 
 pub async fn run(req: RunRequest) -> u8 {
@@ -34,6 +36,11 @@ pub async fn run(req: RunRequest) -> u8 {
     if let Err(e) = scenario.apply_overrides(&req.overrides) {
         return fail(&e.to_string());
     }
+    let aa = match req.aa.as_deref().map(str::parse::<Cell>).transpose() {
+        Ok(aa) => aa,
+        Err(e) => return fail(&format!("--aa: {e}")),
+    };
+    let cells = run::cell_list(&scenario, aa);
     let seed = scenario.run.seed.unwrap_or_else(|| fastrand::u64(..));
     let out_dir = req
         .out
@@ -71,20 +78,26 @@ pub async fn run(req: RunRequest) -> u8 {
         scenario.run.duration_secs,
         out_dir.display()
     );
-    let outcome = run::run(&scenario, &env, seed, cancel).await;
+    let outcome = run::run(&scenario, &cells, &env, seed, cancel).await;
     drop(env);
     let mut results = match outcome {
         Ok(r) => r,
         Err(e) => return fail(&e),
     };
     results.meta.scenario.overrides = describe_overrides(&req.overrides);
-    let eval = gates::evaluate(&results, &scenario.gates, None);
+    // In A/A mode the scenario's gates name cells that did not run: only audits are judged,
+    // and the twins' ratios show what noise a gate has to sit beyond.
+    let judged_gates = if aa.is_some() { &[][..] } else { &scenario.gates[..] };
+    let eval = gates::evaluate(&results, judged_gates, None);
     results.gates = eval.verdicts.clone();
     if let Err(e) = write_outputs(&results, &out_dir) {
         return fail(&e);
     }
     print_summary(&results);
     println!("\n{}", gates::table(&eval));
+    if let Some(cell) = aa {
+        println!("{}", gates::aa_noise(&results, &scenario.gates, cell.name(), &run::aa_twin(cell.name())));
+    }
     run_exit_code(&results, &eval)
 }
 

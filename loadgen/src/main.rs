@@ -100,6 +100,10 @@ struct RunArgs {
     /// Keep each cell's database after the run (for inspection).
     #[arg(long)]
     keep_databases: bool,
+    /// A/A mode: run this one cell twice per round (instead of the scenario's cells) and print
+    /// the ratio between the twins for every gated figure: the gates' own noise.
+    #[arg(long, value_name = "CELL")]
+    aa: Option<String>,
 }
 
 fn main() -> ExitCode {
@@ -142,6 +146,7 @@ impl From<RunArgs> for ackbench::cli::RunRequest {
             broker_url: a.broker_url,
             broker_bin: a.broker_bin,
             keep_databases: a.keep_databases,
+            aa: a.aa,
         }
     }
 }

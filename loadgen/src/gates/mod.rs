@@ -252,6 +252,30 @@ fn against_baseline(
     })
 }
 
+/// A/A noise: for every figure the scenario gates on (and the key counter figures), the ratio
+/// twin / cell per round. A ratio gate's threshold must sit well beyond this spread, or the gate
+/// flips on noise alone.
+pub fn aa_noise(results: &Results, gates: &[Gate], cell: &str, twin: &str) -> String {
+    let mut figures: Vec<String> = gates.iter().map(|g| g.figure.name()).collect();
+    for f in ["ack_commits_per_ack", "commits_per_ack", "pg_exec_ms_per_ack", "wal_syncs_per_ack", "latency_ms.ack.p99", "ack_throughput"] {
+        if !figures.iter().any(|x| x == f) {
+            figures.push(f.to_string());
+        }
+    }
+    let mut out = format!("A/A noise: {twin} / {cell}, per round\n{:<28} {:>9} {:>9} {:>9}  {}\n", "figure", "min", "median", "max", "widest deviation from 1");
+    for f in figures {
+        match round_ratios(results, &f, twin, cell) {
+            Ok(r) => {
+                let s = Spread::of(&r);
+                let dev = (s.max - 1.0).abs().max((1.0 - s.min).abs());
+                out.push_str(&format!("{f:<28} {:>9.4} {:>9.4} {:>9.4}  {:.1}%\n", s.min, s.median, s.max, dev * 100.0));
+            }
+            Err(e) => out.push_str(&format!("{f:<28} {e}\n")),
+        }
+    }
+    out
+}
+
 /// The verdict table printed by `gate` and `run`.
 pub fn table(eval: &Evaluation) -> String {
     let mut out = format!(

@@ -31,6 +31,8 @@ use crate::workload::{CellContext, CounterValues, Phase};
 pub struct CellRound<'a> {
     pub scenario: &'a Scenario,
     pub cell: Cell,
+    /// The cell's name in results (the cell's own name, or its A/A twin's).
+    pub name: String,
     pub round: u32,
     pub rounds: u32,
     pub seed: u64,
@@ -38,7 +40,7 @@ pub struct CellRound<'a> {
 
 impl CellRound<'_> {
     fn tag(&self) -> String {
-        let slug = self.cell.name().replace('+', "_");
+        let slug: String = self.name.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect();
         format!("{slug}_r{}", self.round)
     }
 
@@ -46,7 +48,7 @@ impl CellRound<'_> {
         format!(
             "[{}] {} r{}/{}",
             self.scenario.name,
-            self.cell.name(),
+            self.name,
             self.round,
             self.rounds
         )

@@ -15,7 +15,7 @@ use ackbench_reports::results::{
 use ackbench_reports::stats::{decode_histogram, encode_histogram};
 
 use crate::progress::Progress;
-use crate::scenario::Scenario;
+use crate::scenario::{Cell, Scenario};
 use crate::target::postgres::Postgres;
 use cell::CellRound;
 
@@ -30,22 +30,36 @@ pub struct Env {
     pub keep_databases: bool,
 }
 
+/// The cells of a run with their names: the scenario's cells, or in A/A mode one cell twice
+/// (the twin named `<cell> (A/A)`), so the ratio between twins shows a gate's own noise.
+pub fn cell_list(scenario: &Scenario, aa: Option<Cell>) -> Vec<(Cell, String)> {
+    match aa {
+        Some(c) => vec![(c, c.name().to_string()), (c, aa_twin(c.name()))],
+        None => scenario.run.cells.iter().map(|c| (*c, c.name().to_string())).collect(),
+    }
+}
+
+/// The name of a cell's A/A twin.
+pub fn aa_twin(cell: &str) -> String {
+    format!("{cell} (A/A)")
+}
+
 /// Runs every round of every cell. Stops early (returning what was measured, marked
 /// incomplete) when `cancel` flips.
 pub async fn run(
     scenario: &Scenario,
+    cells: &[(Cell, String)],
     env: &Env,
     seed: u64,
     cancel: watch::Receiver<bool>,
 ) -> Result<Results, String> {
     let started_at = now_iso();
-    let cells = scenario.run.cells.clone();
     let rounds = scenario.run.rounds;
     let mut per_cell: Vec<Vec<RoundResults>> = vec![Vec::new(); cells.len()];
     let mut progress = Progress::default();
     let mut complete = true;
     'rounds: for round in 1..=rounds {
-        for (i, cell) in cells.iter().enumerate() {
+        for (i, (cell, name)) in cells.iter().enumerate() {
             if *cancel.borrow() {
                 complete = false;
                 break 'rounds;
@@ -53,6 +67,7 @@ pub async fn run(
             let cr = CellRound {
                 scenario,
                 cell: *cell,
+                name: name.clone(),
                 round,
                 rounds,
                 seed: seed.wrapping_add(round as u64 * 7919),
@@ -63,12 +78,13 @@ pub async fn run(
             per_cell[i].push(r);
         }
     }
-    let cells = cells
+    let cell_order: Vec<String> = cells.iter().map(|c| c.1.clone()).collect();
+    let cells: Vec<CellResults> = cells
         .iter()
         .zip(per_cell)
         .filter(|(_, rounds)| !rounds.is_empty())
-        .map(|(cell, rounds)| CellResults {
-            name: cell.name().to_string(),
+        .map(|((cell, name), rounds)| CellResults {
+            name: name.clone(),
             registry: cell.registry(),
             fusion: cell.fusion(),
             summary: summary(&rounds),
@@ -83,6 +99,7 @@ pub async fn run(
             finished_at: now_iso(),
             seed,
             rounds,
+            cell_order,
             ..crate::meta::run_meta(scenario, env)
         },
         cells,
@@ -132,7 +149,7 @@ fn one_line(cr: &CellRound<'_>, r: &RoundResults) -> String {
     format!(
         "[{}] {} r{}: ack {:.0}/s, push {:.0}/s, ack commits/ack {:.3}, commits/ack {:.3}, pg ms/ack {:.4}, ack p99 {:.2} ms, audit {}",
         cr.scenario.name,
-        cr.cell.name(),
+        cr.name,
         cr.round,
         f.ack_throughput,
         f.push_throughput,
