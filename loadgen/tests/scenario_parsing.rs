@@ -94,7 +94,7 @@ fn shipped_scenarios_have_their_character() {
                 == GateCheck::Ratio {
                     numerator: Cell::RegistryFusion,
                     denominator: Cell::None,
-                    max: Some(0.5),
+                    max: Some(0.3),
                     min: None,
                 }
     }));
@@ -125,7 +125,7 @@ fn smoke_uses_every_feature_and_fits_in_a_minute() {
     let figures: Vec<String> = s.gates.iter().map(|g| g.figure.name()).collect();
     assert!(figures.contains(&"ack_commits_per_ack".to_string()));
     assert!(figures.contains(&"pg_exec_ms_per_ack".to_string()));
-    assert_eq!(s.broker.env["QUEEN_ACK_FUSION_SHARDS"], "2");
+    assert_eq!(s.broker.env["QUEEN_ACK_FUSION_SHARDS"], "1");
 }
 
 #[test]
