@@ -11,6 +11,7 @@ use tokio::sync::watch;
 
 use ackbench_reports::results::Results;
 
+use crate::capacity;
 use crate::gates::{self, baseline::Baseline, export};
 use crate::run::{self, audit_words, Env};
 use crate::scenario::{Cell, Overrides, Scenario};
@@ -87,7 +88,11 @@ pub async fn run(req: RunRequest) -> u8 {
     results.meta.scenario.overrides = describe_overrides(&req.overrides);
     // In A/A mode the scenario's gates name cells that did not run: only audits are judged,
     // and the twins' ratios show what noise a gate has to sit beyond.
-    let judged_gates = if aa.is_some() { &[][..] } else { &scenario.gates[..] };
+    let judged_gates = if aa.is_some() {
+        &[][..]
+    } else {
+        &scenario.gates[..]
+    };
     let eval = gates::evaluate(&results, judged_gates, None);
     results.gates = eval.verdicts.clone();
     if let Err(e) = write_outputs(&results, &out_dir) {
@@ -96,9 +101,135 @@ pub async fn run(req: RunRequest) -> u8 {
     print_summary(&results);
     println!("\n{}", gates::table(&eval));
     if let Some(cell) = aa {
-        println!("{}", gates::aa_noise(&results, &scenario.gates, cell.name(), &run::aa_twin(cell.name())));
+        println!(
+            "{}",
+            gates::aa_noise(
+                &results,
+                &scenario.gates,
+                cell.name(),
+                &run::aa_twin(cell.name())
+            )
+        );
     }
     run_exit_code(&results, &eval)
+}
+
+/// What `ackbench capacity` was asked: the run's inputs (its `overrides.duration_secs` is the
+/// step window, `--step-secs`) and the ladder and target.
+pub struct CapacityRequest {
+    pub run: RunRequest,
+    /// Ack and end-to-end p99 target, ms.
+    pub slo_p99_ms: f64,
+    /// First offered rate (default: the scenario's open-loop rate, else 100 msg/s).
+    pub start: Option<f64>,
+    /// Factor between steps (default 1.5).
+    pub step: Option<f64>,
+    /// Highest offered rate (default 1000 × start).
+    pub max: Option<f64>,
+}
+
+/// `ackbench capacity`: per cell, steps the offered rate up and finds the highest sustained
+/// one; writes capacity.json and capacity.html. Exit 0 when every planned cell was measured
+/// (whatever it sustains), 2 when the run broke, 130 when interrupted.
+pub async fn capacity(req: CapacityRequest) -> u8 {
+    let mut scenario = match Scenario::load(&req.run.scenario) {
+        Ok(s) => s,
+        Err(e) => return fail(&e.to_string()),
+    };
+    // Capacity judges no gates, so they must not veto a --cells list.
+    scenario.gates.clear();
+    if let Err(e) = scenario.apply_overrides(&req.run.overrides) {
+        return fail(&e.to_string().replace("--duration", "--step-secs"));
+    }
+    let planned = capacity::plan(&scenario, req.start, req.step, req.max)
+        .and_then(|p| Ok((p, capacity::criteria(req.slo_p99_ms)?)));
+    let (plan, criteria) = match planned {
+        Ok(x) => x,
+        Err(e) => return fail(&e),
+    };
+    let seed = scenario.run.seed.unwrap_or_else(|| fastrand::u64(..));
+    let out_dir = req
+        .run
+        .out
+        .clone()
+        .unwrap_or_else(|| default_out_dir(&format!("{}-capacity", scenario.name)));
+    if let Err(e) = std::fs::create_dir_all(&out_dir) {
+        return fail(&format!("--out {}: {e}", out_dir.display()));
+    }
+    let env = match environment(&req.run, out_dir.clone()).await {
+        Ok(env) => env,
+        Err(e) => return fail(&e),
+    };
+    let (cancel_tx, cancel) = watch::channel(false);
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            eprintln!("\nackbench: interrupted; stopping the step and writing what was measured (Ctrl-C again to abort)");
+            let _ = cancel_tx.send(true);
+            if tokio::signal::ctrl_c().await.is_ok() {
+                std::process::exit(130);
+            }
+        }
+    });
+    eprintln!(
+        "ackbench: {} capacity — cells {}; offered {} msg/s; warm-up {}s and window {}s per step; target p99 <= {} ms; seed {seed}; output in {}",
+        scenario.name,
+        scenario
+            .run
+            .cells
+            .iter()
+            .map(|c| c.name())
+            .collect::<Vec<_>>()
+            .join(", "),
+        plan.rates
+            .iter()
+            .map(|r| ackbench_reports::capacity::amount(*r))
+            .collect::<Vec<_>>()
+            .join(" -> "),
+        plan.warmup_secs,
+        plan.step_secs,
+        ackbench_reports::capacity::amount(criteria.slo_p99_ms),
+        out_dir.display()
+    );
+    let (mut results, error) = capacity::run(&scenario, &env, &plan, &criteria, seed, cancel).await;
+    drop(env);
+    results.meta.scenario.overrides = describe_capacity_flags(&req);
+    if let Err(e) = capacity::write_outputs(&results, &out_dir) {
+        return fail(&e);
+    }
+    println!("{}", capacity::summary(&results));
+    match error {
+        Some(e) => fail(&e),
+        None if !results.complete => 130,
+        None => 0,
+    }
+}
+
+fn describe_capacity_flags(req: &CapacityRequest) -> Vec<String> {
+    let o = &req.run.overrides;
+    let mut v = Vec::new();
+    if let Some(c) = &o.cells {
+        v.push(format!("--cells {}", c.join(",")));
+    }
+    if let Some(d) = o.duration_secs {
+        v.push(format!("--step-secs {d}"));
+    }
+    if let Some(w) = o.warmup_secs {
+        v.push(format!("--warmup {w}"));
+    }
+    if let Some(s) = o.seed {
+        v.push(format!("--seed {s}"));
+    }
+    if let Some(x) = req.start {
+        v.push(format!("--start {x}"));
+    }
+    if let Some(x) = req.step {
+        v.push(format!("--step {x}"));
+    }
+    if let Some(x) = req.max {
+        v.push(format!("--max {x}"));
+    }
+    v.push(format!("--slo-p99-ms {}", req.slo_p99_ms));
+    v
 }
 
 /// `ackbench gate`: judges a results file; exit 0 held, 1 failed, 2 broken.

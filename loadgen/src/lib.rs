@@ -2,6 +2,7 @@
 //! (`target`, `client`, `workload`) with each accelerator on and off (`run`), measured from the
 //! client, PostgreSQL and the broker (`measure`), audited, and written as one results document.
 
+pub mod capacity;
 pub mod cli;
 pub mod client;
 pub mod gates;

@@ -28,6 +28,54 @@ enum Command {
     Gate(GateArgs),
     /// Store a passing run's figures as a baseline for baseline gates.
     Baseline(BaselineArgs),
+    /// Step the offered producer rate up per cell and find the highest rate sustained within a
+    /// p99 target; writes capacity.json and capacity.html.
+    Capacity(CapacityArgs),
+}
+
+#[derive(clap::Args)]
+struct CapacityArgs {
+    /// The scenario file (see scenarios/); its producers run open loop at each step's rate.
+    scenario: PathBuf,
+    /// Output directory (default reports/runs/<timestamp>-<scenario>-capacity/).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Target for ack and end-to-end p99, in ms.
+    #[arg(long, default_value_t = 50.0)]
+    slo_p99_ms: f64,
+    /// First offered rate, msg/s (default: the scenario's open-loop rate, else 100).
+    #[arg(long)]
+    start: Option<f64>,
+    /// Factor between one step's offered rate and the next (default 1.5).
+    #[arg(long)]
+    step: Option<f64>,
+    /// Highest offered rate, msg/s (default 1000 × start).
+    #[arg(long)]
+    max: Option<f64>,
+    /// Cells to run, comma-separated: registry+fusion, registry, fusion, none.
+    #[arg(long)]
+    cells: Option<String>,
+    /// Measured window of each step, in seconds (default: the scenario's duration_secs).
+    #[arg(long)]
+    step_secs: Option<f64>,
+    /// Warm-up of each step, in seconds (default: the scenario's warmup_secs).
+    #[arg(long)]
+    warmup: Option<f64>,
+    /// Use this PostgreSQL instead of a throwaway cluster (pg_stat_statements must be loaded).
+    #[arg(long)]
+    database_url: Option<String>,
+    /// Use this running broker instead of starting the workspace's broker per cell.
+    #[arg(long)]
+    broker_url: Option<String>,
+    /// The broker binary to start per cell (default: beside this executable).
+    #[arg(long)]
+    broker_bin: Option<PathBuf>,
+    /// Seed of every random choice (default: the scenario's, else chosen and recorded).
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Keep each cell's database after the run (for inspection).
+    #[arg(long)]
+    keep_databases: bool,
 }
 
 #[derive(clap::Args)]
@@ -125,6 +173,7 @@ fn main() -> ExitCode {
                 &a.format,
             ),
             Command::Baseline(a) => ackbench::cli::baseline(&a.results, &a.out),
+            Command::Capacity(a) => ackbench::cli::capacity(a.into()).await,
         }
     });
     ExitCode::from(code)
@@ -147,6 +196,33 @@ impl From<RunArgs> for ackbench::cli::RunRequest {
             broker_bin: a.broker_bin,
             keep_databases: a.keep_databases,
             aa: a.aa,
+        }
+    }
+}
+
+impl From<CapacityArgs> for ackbench::cli::CapacityRequest {
+    fn from(a: CapacityArgs) -> Self {
+        ackbench::cli::CapacityRequest {
+            run: ackbench::cli::RunRequest {
+                scenario: a.scenario,
+                out: a.out,
+                overrides: Overrides {
+                    cells: a.cells.map(|c| vec![c]),
+                    rounds: None,
+                    duration_secs: a.step_secs,
+                    warmup_secs: a.warmup,
+                    seed: a.seed,
+                },
+                database_url: a.database_url,
+                broker_url: a.broker_url,
+                broker_bin: a.broker_bin,
+                keep_databases: a.keep_databases,
+                aa: None,
+            },
+            slo_p99_ms: a.slo_p99_ms,
+            start: a.start,
+            step: a.step,
+            max: a.max,
         }
     }
 }

@@ -5,6 +5,7 @@
 //! a run is a JSON document any later tool can re-render). `stats` holds the statistics over
 //! rounds and histograms that both sides share.
 
+pub mod capacity;
 pub mod charts;
 pub mod html;
 pub mod model;

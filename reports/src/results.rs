@@ -515,9 +515,11 @@ impl Results {
             .map_err(|e| format!("not a results file (invalid JSON): {e}"))?;
         match probe.get("schema_version").and_then(|v| v.as_u64()) {
             Some(v) if v == SCHEMA_VERSION as u64 => {}
-            Some(v) => return Err(format!(
+            Some(v) => {
+                return Err(format!(
                 "results schema_version {v} is not supported (this build reads {SCHEMA_VERSION})"
-            )),
+            ))
+            }
             None => return Err("not a results file: no schema_version".into()),
         }
         serde_json::from_value(probe)

@@ -32,7 +32,11 @@ impl Nan for f64 {
 
 impl Nan for Spread {
     fn nan() -> Spread {
-        Spread { median: f64::NAN, min: f64::NAN, max: f64::NAN }
+        Spread {
+            median: f64::NAN,
+            min: f64::NAN,
+            max: f64::NAN,
+        }
     }
 }
 
@@ -52,7 +56,10 @@ where
     T: Deserialize<'de> + Nan,
 {
     let raw = std::collections::BTreeMap::<String, Option<T>>::deserialize(d)?;
-    Ok(raw.into_iter().map(|(k, v)| (k, v.unwrap_or_else(T::nan))).collect())
+    Ok(raw
+        .into_iter()
+        .map(|(k, v)| (k, v.unwrap_or_else(T::nan)))
+        .collect())
 }
 
 impl Spread {
@@ -156,7 +163,11 @@ mod tests {
 
     #[test]
     fn nan_survives_json_as_null() {
-        let s = Spread { median: f64::NAN, min: 1.0, max: 2.0 };
+        let s = Spread {
+            median: f64::NAN,
+            min: 1.0,
+            max: 2.0,
+        };
         let text = serde_json::to_string(&s).unwrap();
         assert_eq!(text, r#"{"median":null,"min":1.0,"max":2.0}"#);
         let back: Spread = serde_json::from_str(&text).unwrap();

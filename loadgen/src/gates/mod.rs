@@ -257,18 +257,34 @@ fn against_baseline(
 /// flips on noise alone.
 pub fn aa_noise(results: &Results, gates: &[Gate], cell: &str, twin: &str) -> String {
     let mut figures: Vec<String> = gates.iter().map(|g| g.figure.name()).collect();
-    for f in ["ack_commits_per_ack", "commits_per_ack", "pg_exec_ms_per_ack", "wal_syncs_per_ack", "latency_ms.ack.p99", "ack_throughput"] {
+    for f in [
+        "ack_commits_per_ack",
+        "commits_per_ack",
+        "pg_exec_ms_per_ack",
+        "wal_syncs_per_ack",
+        "latency_ms.ack.p99",
+        "ack_throughput",
+    ] {
         if !figures.iter().any(|x| x == f) {
             figures.push(f.to_string());
         }
     }
-    let mut out = format!("A/A noise: {twin} / {cell}, per round\n{:<28} {:>9} {:>9} {:>9}  {}\n", "figure", "min", "median", "max", "widest deviation from 1");
+    let mut out = format!(
+        "A/A noise: {twin} / {cell}, per round\n{:<28} {:>9} {:>9} {:>9}  {}\n",
+        "figure", "min", "median", "max", "widest deviation from 1"
+    );
     for f in figures {
         match round_ratios(results, &f, twin, cell) {
             Ok(r) => {
                 let s = Spread::of(&r);
                 let dev = (s.max - 1.0).abs().max((1.0 - s.min).abs());
-                out.push_str(&format!("{f:<28} {:>9.4} {:>9.4} {:>9.4}  {:.1}%\n", s.min, s.median, s.max, dev * 100.0));
+                out.push_str(&format!(
+                    "{f:<28} {:>9.4} {:>9.4} {:>9.4}  {:.1}%\n",
+                    s.min,
+                    s.median,
+                    s.max,
+                    dev * 100.0
+                ));
             }
             Err(e) => out.push_str(&format!("{f:<28} {e}\n")),
         }

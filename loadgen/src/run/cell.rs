@@ -39,32 +39,33 @@ pub struct CellRound<'a> {
 }
 
 impl CellRound<'_> {
-    fn tag(&self) -> String {
-        let slug: String = self.name.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect();
+    pub(crate) fn tag(&self) -> String {
+        let slug: String = self
+            .name
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+            .collect();
         format!("{slug}_r{}", self.round)
     }
 
-    fn label(&self) -> String {
+    pub(crate) fn label(&self) -> String {
         format!(
             "[{}] {} r{}/{}",
-            self.scenario.name,
-            self.name,
-            self.round,
-            self.rounds
+            self.scenario.name, self.name, self.round, self.rounds
         )
     }
 
-    fn queue(&self) -> String {
+    pub(crate) fn queue(&self) -> String {
         format!("{}-{}", self.scenario.queue.name, self.tag())
     }
 }
 
 /// Where the cell's broker and database are.
-struct Target {
-    client: BrokerClient,
-    process: Option<BrokerProcess>,
+pub(crate) struct Target {
+    pub(crate) client: BrokerClient,
+    pub(crate) process: Option<BrokerProcess>,
     /// The benchmark database's name and an admin connection to read its counters.
-    database: Option<(String, tokio_postgres::Client)>,
+    pub(crate) database: Option<(String, tokio_postgres::Client)>,
 }
 
 /// Runs one cell round. `Err` only for set-up failures; an interrupted cell returns what it has.
@@ -76,21 +77,41 @@ pub async fn run(
 ) -> Result<RoundResults, String> {
     let target = start_target(env, cr).await?;
     let result = measure(cr, &target, cancel, progress).await;
+    release_target(env, target, &cr.label(), progress).await;
+    result
+}
+
+/// Stops the target's broker and drops its database (unless `--keep-databases`).
+pub(crate) async fn release_target(
+    env: &Env,
+    target: Target,
+    label: &str,
+    progress: &mut Progress,
+) {
     if let Some(p) = target.process {
         p.stop().await;
     }
     if let (Some(pg), Some((name, _))) = (&env.postgres, &target.database) {
         if env.keep_databases {
-            progress.say(&format!("{}: kept database {name}", cr.label()));
+            progress.say(&format!("{label}: kept database {name}"));
         } else {
             pg.drop_database(name).await;
         }
     }
-    result
 }
 
 async fn start_target(env: &Env, cr: &CellRound<'_>) -> Result<Target, String> {
-    let db_name = format!("ackbench_{}", cr.tag());
+    start_target_tagged(env, cr, &cr.tag()).await
+}
+
+/// A fresh database `ackbench_{tag}` and a broker with the cell's toggles (log
+/// `broker-{tag}.log`), or the external ones.
+pub(crate) async fn start_target_tagged(
+    env: &Env,
+    cr: &CellRound<'_>,
+    tag: &str,
+) -> Result<Target, String> {
+    let db_name = format!("ackbench_{tag}");
     let database_url = match &env.postgres {
         Some(pg) if env.broker_url.is_none() || env.external_database => {
             Some(pg.fresh_database(&db_name).await?)
@@ -103,7 +124,7 @@ async fn start_target(env: &Env, cr: &CellRound<'_>) -> Result<Target, String> {
             let url = database_url
                 .as_deref()
                 .ok_or("an embedded broker needs a database")?;
-            let log = env.out_dir.join(format!("broker-{}.log", cr.tag()));
+            let log = env.out_dir.join(format!("broker-{tag}.log"));
             let p = BrokerProcess::start(bin, url, &broker_env(cr), log).await?;
             (BrokerClient::new(&p.url), Some(p))
         }
@@ -149,13 +170,7 @@ async fn measure(
 ) -> Result<RoundResults, String> {
     let s = cr.scenario;
     let queue = cr.queue();
-    let mut options = serde_json::to_value(s.queue.options.to_wire()).map_err(|e| e.to_string())?;
-    options["leaseTime"] = json!(s.queue.options.lease_time);
-    target
-        .client
-        .configure(&json!({"queue": queue, "options": options}))
-        .await
-        .map_err(|e| format!("configure {queue}: {e}"))?;
+    configure_queue(s, &target.client, &queue).await?;
     let groups = s.consumers.group_names();
     let ctx = Arc::new(CellContext::new(target.client.clone(), groups.len()));
     prefill(cr, &queue, &ctx, progress).await?;
@@ -173,8 +188,23 @@ async fn measure(
     Ok(window.results(cr, &ctx, audit, !interrupted))
 }
 
+/// Configures `queue` with the scenario's queue options.
+pub(crate) async fn configure_queue(
+    s: &Scenario,
+    client: &BrokerClient,
+    queue: &str,
+) -> Result<(), String> {
+    let mut options = serde_json::to_value(s.queue.options.to_wire()).map_err(|e| e.to_string())?;
+    options["leaseTime"] = json!(s.queue.options.lease_time);
+    client
+        .configure(&json!({"queue": queue, "options": options}))
+        .await
+        .map(|_| ())
+        .map_err(|e| format!("configure {queue}: {e}"))
+}
+
 /// Pushes the scenario's backlog before anything is measured.
-async fn prefill(
+pub(crate) async fn prefill(
     cr: &CellRound<'_>,
     queue: &str,
     ctx: &Arc<CellContext>,
@@ -245,7 +275,11 @@ async fn prefill(
     Ok(())
 }
 
-fn spawn_workers(cr: &CellRound<'_>, queue: &str, ctx: &Arc<CellContext>) -> Vec<JoinHandle<()>> {
+pub(crate) fn spawn_workers(
+    cr: &CellRound<'_>,
+    queue: &str,
+    ctx: &Arc<CellContext>,
+) -> Vec<JoinHandle<()>> {
     let s = cr.scenario;
     let names: std::sync::Arc<[String]> = s.partition_names().into();
     let mut tasks = Vec::new();
@@ -301,7 +335,7 @@ fn spawn_workers(cr: &CellRound<'_>, queue: &str, ctx: &Arc<CellContext>) -> Vec
     tasks
 }
 
-async fn stop_workers(workers: Vec<JoinHandle<()>>) {
+pub(crate) async fn stop_workers(workers: Vec<JoinHandle<()>>) {
     // Workers see Phase::Stop before their next request; a parked long-poll may take up to its
     // timeout, so give them a bounded grace and abort the rest.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
@@ -359,16 +393,16 @@ struct Window {
 }
 
 /// Counters at one edge of the window.
-struct Edge {
-    at: Instant,
-    pg: Option<PgSnapshot>,
-    broker: Scrape,
-    counters: CounterValues,
-    loadgen_cpu: f64,
-    broker_cpu: f64,
+pub(crate) struct Edge {
+    pub(crate) at: Instant,
+    pub(crate) pg: Option<PgSnapshot>,
+    pub(crate) broker: Scrape,
+    pub(crate) counters: CounterValues,
+    pub(crate) loadgen_cpu: f64,
+    pub(crate) broker_cpu: f64,
 }
 
-async fn edge(target: &Target, ctx: &CellContext) -> Edge {
+pub(crate) async fn edge(target: &Target, ctx: &CellContext) -> Edge {
     let pg = match &target.database {
         Some((name, client)) => PgSnapshot::take(client, name).await.ok(),
         None => None,
@@ -484,7 +518,9 @@ impl Window {
     }
 }
 
-async fn live(target: &Target) -> (f64, f64) {
+/// The lag-free live counters (writing transactions, ack procedure calls); NaN without a
+/// database.
+pub(crate) async fn live(target: &Target) -> (f64, f64) {
     match &target.database {
         Some((name, client)) => live_sample(client, name)
             .await

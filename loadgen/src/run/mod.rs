@@ -35,7 +35,12 @@ pub struct Env {
 pub fn cell_list(scenario: &Scenario, aa: Option<Cell>) -> Vec<(Cell, String)> {
     match aa {
         Some(c) => vec![(c, c.name().to_string()), (c, aa_twin(c.name()))],
-        None => scenario.run.cells.iter().map(|c| (*c, c.name().to_string())).collect(),
+        None => scenario
+            .run
+            .cells
+            .iter()
+            .map(|c| (*c, c.name().to_string()))
+            .collect(),
     }
 }
 

@@ -41,11 +41,14 @@ pub struct ConsumerPlan {
     pub seed: u64,
 }
 
+/// Pop size while draining.
+const DRAIN_POP_BATCH: u32 = 1000;
+
 pub async fn run(plan: ConsumerPlan, ctx: Arc<CellContext>) {
     let mut rng = fastrand::Rng::with_seed(plan.seed);
     let mut turn: u32 = plan.id;
     while ctx.phase() != Phase::Stop {
-        let path = pop_path(&plan, turn);
+        let path = pop_path(&plan, turn, ctx.phase() == Phase::Drain);
         turn = turn.wrapping_add(1);
         let started = Instant::now();
         let popped = ctx.client.pop(&path).await;
@@ -68,8 +71,15 @@ pub async fn run(plan: ConsumerPlan, ctx: Arc<CellContext>) {
     }
 }
 
-fn pop_path(plan: &ConsumerPlan, turn: u32) -> String {
-    let mut q = format!("batch={}", plan.pop_batch);
+/// The pop request of this turn. During the drain (nothing is measured any more) consumers pop
+/// at least `DRAIN_POP_BATCH` messages, so a deep backlog is accounted for in bounded time.
+fn pop_path(plan: &ConsumerPlan, turn: u32, draining: bool) -> String {
+    let batch = if draining {
+        plan.pop_batch.max(DRAIN_POP_BATCH)
+    } else {
+        plan.pop_batch
+    };
+    let mut q = format!("batch={batch}");
     if let Some(g) = &plan.group {
         q.push_str(&format!("&consumerGroup={}", encode(g)));
     }

@@ -60,6 +60,13 @@ pub async fn run(plan: ProducerPlan, ctx: Arc<CellContext>) {
             .map(|i| i["transactionId"].as_str().unwrap_or_default().to_string())
             .collect();
         let sent = Instant::now();
+        if interval.is_some() {
+            // Schedule lag: how late the send starts against its intended time (a producer
+            // sends one batch at a time, so it grows when pushes outlast the interval or the
+            // load generator is short of CPU).
+            ctx.latency
+                .record("schedule_lag", sent.saturating_duration_since(intended));
+        }
         match ctx.client.push(items).await {
             Ok(results) => {
                 let done = Instant::now();

@@ -1,0 +1,593 @@
+//! `ackbench capacity`: the step verdict on known numbers, knee and sustained-rate selection and
+//! the early stop, the ladder, `capacity.json` round trips, the report on a synthetic result,
+//! and one short real run through the binary (throwaway PostgreSQL, the workspace's broker).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use ackbench::capacity::model::{
+    CapacityCell, CapacityResults, Condition, Criteria, Plan, Step, CAPACITY_KIND,
+    CAPACITY_SCHEMA_VERSION,
+};
+use ackbench::capacity::verdict::{self, judge, ladder, loadgen_warnings, past_knee, select};
+use ackbench_reports::capacity::{
+    all_warnings, cell_sentence, chart_specs, headline, render_capacity,
+};
+use ackbench_reports::html::esc;
+use ackbench_reports::model::ChartBody;
+use ackbench_reports::results::RunMeta;
+
+/// A step that holds every condition at `rate` with one consumer group.
+fn good(rate: f64) -> Step {
+    Step {
+        index: 1,
+        offered_rate: rate,
+        window_secs: 10.0,
+        consumer_groups: 1,
+        offered_messages: rate * 10.0,
+        pushed_messages: rate * 10.0,
+        achieved_push_rate: rate,
+        acked_rate: rate,
+        answered_rate: rate,
+        backlog_start: 10.0,
+        backlog_end: 12.0,
+        backlog_growth: 2.0,
+        push_p99_ms: 3.0,
+        push_uncorrected_p99_ms: 2.0,
+        ack_p50_ms: 2.0,
+        ack_p99_ms: 8.0,
+        e2e_p50_ms: 5.0,
+        e2e_p99_ms: 20.0,
+        commits_per_sec: rate * 2.0,
+        write_commits_per_sec: rate * 1.5,
+        loadgen_cpu_cores: 0.2,
+        broker_cpu_cores: 0.5,
+        schedule_lag_p99_ms: 0.5,
+        producer_interval_ms: 40.0,
+        errors: 0.0,
+        ..Default::default()
+    }
+}
+
+fn conditions(s: &Step, c: &Criteria) -> Vec<Condition> {
+    judge(s, c).into_iter().map(|f| f.condition).collect()
+}
+
+#[test]
+fn a_step_is_judged_on_each_condition() {
+    let c = Criteria::with_slo(50.0);
+    assert!(judge(&good(1000.0), &c).is_empty());
+
+    // Achieved: 95% of offered is the floor, inclusive.
+    let mut s = good(1000.0);
+    s.achieved_push_rate = 950.0;
+    assert!(judge(&s, &c).is_empty());
+    s.achieved_push_rate = 949.0;
+    let f = judge(&s, &c);
+    assert_eq!(f.len(), 1);
+    assert_eq!(f[0].condition, Condition::Achieved);
+    assert_eq!(f[0].detail, "pushed 949 msg/s < 95% of 1,000");
+
+    // Acks keep up: per consumer group, so two groups need twice the answers.
+    let mut s = good(1000.0);
+    s.consumer_groups = 2;
+    s.answered_rate = 1000.0;
+    assert_eq!(conditions(&s, &c), [Condition::Answered]);
+    s.answered_rate = 1900.0;
+    s.backlog_growth = 0.0;
+    assert!(judge(&s, &c).is_empty());
+
+    // Backlog: may grow by 5% of the obligations offered in the window (10 000 here).
+    let mut s = good(1000.0);
+    s.backlog_growth = 500.0;
+    assert!(judge(&s, &c).is_empty());
+    s.backlog_growth = 501.0;
+    let f = judge(&s, &c);
+    assert_eq!(f[0].condition, Condition::Backlog);
+    assert_eq!(f[0].detail, "backlog grew by 501 (> 5% of 10,000 offered)");
+    s.backlog_growth = -4000.0;
+    assert!(judge(&s, &c).is_empty(), "a shrinking backlog is fine");
+
+    // Latency: at the target holds, above fails, none measured fails.
+    let mut s = good(1000.0);
+    s.ack_p99_ms = 50.0;
+    assert!(judge(&s, &c).is_empty());
+    s.ack_p99_ms = 50.5;
+    s.e2e_p99_ms = 180.0;
+    let f = judge(&s, &c);
+    assert_eq!(
+        f.iter().map(|x| x.condition).collect::<Vec<_>>(),
+        [Condition::AckP99, Condition::E2eP99]
+    );
+    assert_eq!(f[0].detail, "ack p99 50.5 ms > 50 ms");
+    assert_eq!(f[1].detail, "e2e p99 180 ms > 50 ms");
+    s.ack_p99_ms = f64::NAN;
+    assert_eq!(judge(&s, &c)[0].detail, "no ack latency measured");
+
+    // Nothing measured at all fails every condition rather than passing by NaN.
+    let mut s = good(1000.0);
+    for v in [
+        &mut s.achieved_push_rate,
+        &mut s.answered_rate,
+        &mut s.backlog_growth,
+        &mut s.ack_p99_ms,
+        &mut s.e2e_p99_ms,
+    ] {
+        *v = f64::NAN;
+    }
+    assert_eq!(judge(&s, &c).len(), 5);
+
+    // A tighter target fails what a looser one holds.
+    assert_eq!(
+        conditions(&good(1000.0), &Criteria::with_slo(10.0)),
+        [Condition::E2eP99]
+    );
+}
+
+#[test]
+fn apply_sets_the_verdict_and_the_loadgen_warnings() {
+    let c = Criteria::default();
+    let mut s = good(500.0);
+    verdict::apply(&mut s, &c);
+    assert!(s.sustained && s.failed.is_empty() && s.loadgen_warnings.is_empty());
+
+    s.loadgen_cpu_cores = 0.9;
+    s.ack_p99_ms = 70.0;
+    verdict::apply(&mut s, &c);
+    assert!(!s.sustained);
+    assert_eq!(s.failed.len(), 1);
+    assert_eq!(s.loadgen_warnings.len(), 1);
+    assert!(s.loadgen_warnings[0].contains("0.90 cores"), "{s:?}");
+
+    // Schedule lag above 10 ms: late because pushes outlast the interval ...
+    let mut s = good(500.0);
+    s.schedule_lag_p99_ms = 25.0;
+    s.push_uncorrected_p99_ms = 60.0;
+    let w = loadgen_warnings(&s, &c);
+    assert_eq!(w.len(), 1);
+    assert!(w[0].contains("one batch at a time"), "{w:?}");
+    // ... or late on its own (CPU, timers).
+    s.push_uncorrected_p99_ms = 5.0;
+    let w = loadgen_warnings(&s, &c);
+    assert!(w[0].contains("fell behind its own schedule"), "{w:?}");
+    s.schedule_lag_p99_ms = 9.0;
+    assert!(loadgen_warnings(&s, &c).is_empty());
+}
+
+fn verdicts(rates_and_verdicts: &[(f64, bool)]) -> Vec<Step> {
+    rates_and_verdicts
+        .iter()
+        .enumerate()
+        .map(|(i, (rate, ok))| Step {
+            index: i as u32 + 1,
+            sustained: *ok,
+            ..good(*rate)
+        })
+        .collect()
+}
+
+#[test]
+fn the_knee_is_the_first_failing_step_and_capacity_the_step_before() {
+    let steps = verdicts(&[
+        (100.0, true),
+        (200.0, true),
+        (400.0, false),
+        (800.0, true),
+        (1600.0, false),
+    ]);
+    assert_eq!(select(&steps), (Some(200.0), Some(400.0)));
+    let cell = CapacityCell {
+        name: "registry".into(),
+        steps: steps.clone(),
+        sustained_rate: Some(200.0),
+        knee_rate: Some(400.0),
+        ..Default::default()
+    };
+    assert_eq!(cell.knee().unwrap().offered_rate, 400.0);
+    assert_eq!(cell.capacity_step().unwrap().offered_rate, 200.0);
+    assert_eq!(
+        cell.held_after_knee().unwrap().offered_rate,
+        800.0,
+        "a later step that held is noted, not counted"
+    );
+
+    assert_eq!(
+        select(&verdicts(&[(100.0, false), (200.0, true)])),
+        (None, Some(100.0))
+    );
+    assert_eq!(
+        select(&verdicts(&[(100.0, true), (200.0, true)])),
+        (Some(200.0), None)
+    );
+    assert_eq!(select(&[]), (None, None));
+}
+
+#[test]
+fn a_cell_stops_after_two_failing_steps_in_a_row() {
+    let c = Criteria::default();
+    assert_eq!(c.stop_after_failures, 2);
+    // What the stepping loop does: judge, push, stop once past the knee.
+    let run = |planned: &[(f64, bool)]| {
+        let mut done = Vec::new();
+        for s in verdicts(planned) {
+            done.push(s);
+            if past_knee(&done, &c) {
+                break;
+            }
+        }
+        done.len()
+    };
+    let all = [
+        (50.0, true),
+        (100.0, true),
+        (200.0, false),
+        (400.0, true),
+        (800.0, false),
+        (1600.0, false),
+        (3200.0, false),
+    ];
+    assert_eq!(run(&all), 6, "one failure then a hold does not stop it");
+    assert_eq!(
+        run(&[(50.0, false), (100.0, false), (200.0, true)]),
+        2,
+        "none sustained"
+    );
+    assert_eq!(run(&[(50.0, true), (100.0, true)]), 2, "ran to --max");
+    assert!(!past_knee(&verdicts(&[(50.0, false)]), &c));
+}
+
+#[test]
+fn the_ladder_steps_by_the_factor_and_rounds_to_three_digits() {
+    assert_eq!(ladder(50.0, 2.0, 200.0).unwrap(), [50.0, 100.0, 200.0]);
+    assert_eq!(
+        ladder(100.0, 1.5, 600.0).unwrap(),
+        [100.0, 150.0, 225.0, 338.0, 506.0]
+    );
+    assert_eq!(ladder(0.5, 3.0, 5.0).unwrap(), [0.5, 1.5, 4.5]);
+    assert_eq!(ladder(100.0, 2.0, 100.0).unwrap(), [100.0]);
+    assert!(ladder(100.0, 1.0, 1000.0).unwrap_err().contains("--step"));
+    assert!(ladder(0.0, 2.0, 1000.0).unwrap_err().contains("--start"));
+    assert!(ladder(100.0, 2.0, 50.0).unwrap_err().contains("--max"));
+    assert!(ladder(1.0, 1.01, 1e9).unwrap_err().contains("steps"));
+    assert_eq!(verdict::round3(4213.7), 4210.0);
+    assert_eq!(verdict::round3(0.012345), 0.0123);
+}
+
+fn synthetic() -> CapacityResults {
+    let cell = |name: &str, ladder: &[(f64, bool)], sustained, knee, stopped: &str| {
+        let mut steps = verdicts(ladder);
+        for s in steps.iter_mut().filter(|s| !s.sustained) {
+            s.ack_p99_ms = 180.0;
+            verdict::apply(s, &Criteria::default());
+        }
+        CapacityCell {
+            name: name.into(),
+            registry: name.contains("registry"),
+            fusion: name.contains("fusion"),
+            steps,
+            sustained_rate: sustained,
+            knee_rate: knee,
+            stopped: stopped.into(),
+        }
+    };
+    let mut r = CapacityResults {
+        kind: CAPACITY_KIND.into(),
+        schema_version: CAPACITY_SCHEMA_VERSION,
+        complete: true,
+        meta: RunMeta {
+            started_at: "2026-01-01T00:00:00Z".into(),
+            seed: 7,
+            rounds: 1,
+            ..Default::default()
+        },
+        criteria: Criteria::default(),
+        plan: Plan {
+            start_rate: 1000.0,
+            step_factor: 1.5,
+            max_rate: 20000.0,
+            rates: vec![1000.0, 1900.0, 2800.0, 4200.0, 6300.0, 9450.0],
+            warmup_secs: 5.0,
+            step_secs: 30.0,
+            producers: 4,
+            producer_batch: 10,
+            consumers: 16,
+            consumer_groups: 1,
+            prefill_per_partition: 0,
+        },
+        cells: vec![
+            cell(
+                "registry+fusion",
+                &[
+                    (1000.0, true),
+                    (1900.0, true),
+                    (2800.0, true),
+                    (4200.0, true),
+                    (6300.0, false),
+                    (9450.0, false),
+                ],
+                Some(4200.0),
+                Some(6300.0),
+                "2 failing steps in a row: past the knee",
+            ),
+            cell(
+                "none",
+                &[
+                    (1000.0, true),
+                    (1900.0, true),
+                    (2800.0, false),
+                    (4200.0, false),
+                ],
+                Some(1900.0),
+                Some(2800.0),
+                "2 failing steps in a row: past the knee",
+            ),
+        ],
+        warnings: vec!["a whole-run warning".into()],
+    };
+    // One step with the load generator at its limit, and one figure unknown (NaN).
+    let knee = &mut r.cells[0].steps[4];
+    knee.loadgen_cpu_cores = 0.95;
+    verdict::apply(knee, &Criteria::default());
+    r.cells[1].steps[0].e2e_p50_ms = f64::NAN;
+    r
+}
+
+#[test]
+fn capacity_json_round_trips() {
+    let r = synthetic();
+    let text = r.to_json().unwrap();
+    let back = CapacityResults::from_json(&text).unwrap();
+    assert!(
+        back.cells[1].steps[0].e2e_p50_ms.is_nan(),
+        "NaN is null and back"
+    );
+    assert_eq!(back.to_json().unwrap(), text);
+    assert_eq!(back.cells[0].sustained_rate, Some(4200.0));
+    assert_eq!(
+        back.cells[0].steps[4].failed[0].condition,
+        Condition::AckP99
+    );
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(v["kind"], "ackbench-capacity");
+    assert_eq!(v["schema_version"], 1);
+    assert_eq!(v["criteria"]["slo_p99_ms"], 50.0);
+    assert_eq!(
+        v["cells"][0]["steps"][4]["failed"][0]["condition"],
+        "ack_p99"
+    );
+
+    let mut other = v.clone();
+    other["schema_version"] = 99.into();
+    assert!(CapacityResults::from_json(&other.to_string())
+        .unwrap_err()
+        .contains("schema_version 99"));
+    other.as_object_mut().unwrap().remove("kind");
+    assert!(CapacityResults::from_json(&other.to_string())
+        .unwrap_err()
+        .contains("not a capacity document"));
+}
+
+#[test]
+fn the_report_has_every_chart_the_knees_and_a_sentence_per_cell() {
+    let r = synthetic();
+    assert_eq!(
+        headline(&r),
+        "registry+fusion sustains 4,200 msg/s at p99 <= 50 ms; none sustains 1,900"
+    );
+    let none = cell_sentence(&r.cells[1], &r.criteria);
+    assert_eq!(
+        none,
+        "none sustains 1,900 msg/s at p99 <= 50 ms; at 2,800 msg/s it does not (ack p99 180 ms > 50 ms)."
+    );
+    let fused = cell_sentence(&r.cells[0], &r.criteria);
+    assert!(fused.contains("near its own limit"), "{fused}");
+
+    let specs = chart_specs(&r);
+    let ids: Vec<&str> = specs.iter().map(|s| s.id.as_str()).collect();
+    assert_eq!(
+        ids,
+        ["capacity-achieved", "capacity-p99", "capacity-commits"]
+    );
+    for spec in &specs {
+        let ChartBody::Lines(lines) = &spec.body else {
+            panic!("line charts")
+        };
+        for cell in ["registry+fusion", "none"] {
+            let of_cell: Vec<_> = lines.iter().filter(|l| l.cell == cell).collect();
+            // the line(s), a diamond (capacity) and a cross (knee, two strokes)
+            assert!(of_cell.len() >= 4, "{}: {cell}", spec.id);
+            assert!(of_cell.iter().any(|l| l.points.len() == 5), "a diamond");
+        }
+    }
+
+    let html = render_capacity(&r).unwrap();
+    for id in ["capacity-achieved", "capacity-p99", "capacity-commits"] {
+        assert!(html.contains(&format!("<figure id=\"chart-{id}\"")), "{id}");
+    }
+    assert_eq!(html.matches("<svg").count(), 3);
+    assert!(html.contains(&esc(&headline(&r))));
+    assert!(html.contains(&esc(&none)));
+    assert!(html.contains(&esc(&fused)));
+    assert!(
+        html.contains("#0072B2") && html.contains("#555555"),
+        "the cells' colours"
+    );
+    assert!(html.contains("offered (y = x)"));
+    assert!(html.contains("target p99 &lt;= 50 ms"));
+    assert_eq!(
+        html.matches("class=\"knee\"").count(),
+        2,
+        "each cell's knee row"
+    );
+    for w in all_warnings(&r) {
+        assert!(html.contains(&esc(&w)), "{w}");
+    }
+    assert!(html.contains("a whole-run warning"));
+    assert!(!html.contains("INTERRUPTED"));
+    assert!(!html.contains("<script"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Through the binary
+
+fn temp_dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("ackbench-capacity-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// Small and light: two producers of single messages, four consumers. The gate names a cell
+/// the run leaves out, which capacity must not mind (it judges no gates).
+const SCENARIO: &str = r#"
+name = "cap-test"
+[queue]
+name = "cap"
+partitions = 4
+[queue.options]
+dedup_window_seconds = 0
+[producers]
+count = 2
+batch = 1
+mode = "open"
+rate = 50
+[consumers]
+count = 4
+pop_batch = 10
+[run]
+warmup_secs = 1
+duration_secs = 2
+rounds = 3
+cells = ["registry+fusion", "registry", "none"]
+seed = 7
+[[gates]]
+kind = "ratio"
+figure = "ack_commits_per_ack"
+numerator = "registry"
+denominator = "none"
+max = 0.9
+"#;
+
+fn ackbench(dir: &Path, args: &[&str]) -> (i32, String, String) {
+    let file = dir.join("scenario.toml");
+    std::fs::write(&file, SCENARIO).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_ackbench"))
+        .arg("capacity")
+        .arg(&file)
+        .args(args)
+        .output()
+        .expect("run ackbench");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn bad_flags_are_refused_before_anything_starts() {
+    let dir = temp_dir("flags");
+    let (code, _, stderr) = ackbench(&dir, &["--step", "1", "--out", "/nonexistent/x"]);
+    assert_eq!(code, 2);
+    assert!(
+        stderr.contains("--step must be a factor above 1"),
+        "{stderr}"
+    );
+    let (code, _, stderr) = ackbench(&dir, &["--slo-p99-ms", "0"]);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("--slo-p99-ms"), "{stderr}");
+    let (code, _, stderr) = ackbench(&dir, &["--cells", "bogus"]);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("--cells"), "{stderr}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_short_real_run_writes_capacity_json_and_the_report() {
+    let dir = temp_dir("run");
+    let out_dir = dir.join("out");
+    let started = std::time::Instant::now();
+    let (code, stdout, stderr) = ackbench(
+        &dir,
+        &[
+            "--out",
+            out_dir.to_str().unwrap(),
+            "--cells",
+            "registry+fusion,none",
+            "--start",
+            "50",
+            "--step",
+            "2",
+            "--max",
+            "200",
+            "--step-secs",
+            "2",
+            "--warmup",
+            "1",
+            "--slo-p99-ms",
+            "2000",
+        ],
+    );
+    assert_eq!(code, 0, "stdout:\n{stdout}\nstderr:\n{stderr}");
+    let text = std::fs::read_to_string(out_dir.join("capacity.json"))
+        .unwrap_or_else(|e| panic!("no capacity.json ({e}); stderr:\n{stderr}"));
+    let r = CapacityResults::from_json(&text).unwrap();
+    assert!(r.complete);
+    assert_eq!(r.plan.rates, [50.0, 100.0, 200.0]);
+    assert_eq!(r.plan.step_secs, 2.0);
+    assert_eq!(r.plan.warmup_secs, 1.0);
+    assert_eq!(r.criteria.slo_p99_ms, 2000.0);
+    assert_eq!(r.meta.scenario.name, "cap-test");
+    assert!(r
+        .meta
+        .notes
+        .iter()
+        .any(|n| n.contains("not drained") || n.contains("neither drained")));
+    let names: Vec<&str> = r.cells.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(names, ["registry+fusion", "none"]);
+    for c in &r.cells {
+        assert!(!c.steps.is_empty(), "{}", c.name);
+        assert_eq!(select(&c.steps), (c.sustained_rate, c.knee_rate));
+        for (i, s) in c.steps.iter().enumerate() {
+            assert_eq!(s.offered_rate, r.plan.rates[i]);
+            assert_eq!(s.sustained, s.failed.is_empty());
+            assert!(s.window_secs >= 1.9, "{s:?}");
+        }
+        let first = &c.steps[0];
+        assert!(
+            first.achieved_push_rate > 30.0 && first.achieved_push_rate < 70.0,
+            "{}: {first:?}",
+            c.name
+        );
+        assert!(
+            first.answered_rate > 0.0 && first.ack_p99_ms > 0.0,
+            "{first:?}"
+        );
+        assert!(first.e2e_p99_ms.is_finite(), "{first:?}");
+        assert!(
+            first.write_commits_per_sec > 0.0,
+            "PostgreSQL counters were read"
+        );
+        assert!(first.loadgen_cpu_cores > 0.0 && first.loadgen_cpu_cores.is_finite());
+        assert!(
+            first.schedule_lag_p99_ms.is_finite(),
+            "schedule lag is recorded"
+        );
+    }
+    let html = std::fs::read_to_string(out_dir.join("capacity.html")).unwrap();
+    assert_eq!(html.matches("<svg").count(), 3);
+    for c in &r.cells {
+        assert!(
+            html.contains(&esc(&cell_sentence(c, &r.criteria))),
+            "{}",
+            c.name
+        );
+    }
+    assert!(stdout.contains(&headline(&r)), "{stdout}");
+    assert!(
+        stderr.contains("step 1/3 @ 50 msg/s"),
+        "progress lines:\n{stderr}"
+    );
+    assert!(started.elapsed().as_secs() < 90, "{:?}", started.elapsed());
+    let _ = std::fs::remove_dir_all(&dir);
+}
