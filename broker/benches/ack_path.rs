@@ -19,33 +19,70 @@ use serde_json::{json, Value};
 type Http = Client<HttpConnector, Full<Bytes>>;
 
 fn main() {
-    let acks: usize = std::env::var("ACK_BENCH_ACKS").ok().and_then(|s| s.parse().ok()).unwrap_or(40);
+    let acks: usize = std::env::var("ACK_BENCH_ACKS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(40);
     let cluster = throwaway_pg::Cluster::start().expect("throwaway PostgreSQL");
     let url = cluster.create_database("ack_bench").expect("database");
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     rt.block_on(async move {
         let hash_broker = broker(&url, false).await;
         let registry_broker = broker(&url, true).await;
         let http: Http = Client::builder(hyper_util::rt::TokioExecutor::new()).build_http();
-        let (db, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.unwrap();
+        let (db, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+            .await
+            .unwrap();
         tokio::spawn(conn);
-        println!("ack path cost, {acks} acks of 100 messages per cell, PostgreSQL {} (fsync on)", cluster.version());
-        println!("{:>9}  {:<34} {:>7} {:>12} {:>14}", "depth", "procedure (mode)", "calls", "ms/call", "ms/acked msg");
+        println!(
+            "ack path cost, {acks} acks of 100 messages per cell, PostgreSQL {} (fsync on)",
+            cluster.version()
+        );
+        println!(
+            "{:>9}  {:<34} {:>7} {:>12} {:>14}",
+            "depth", "procedure (mode)", "calls", "ms/call", "ms/acked msg"
+        );
         for depth in [10_000usize, 1_000_000] {
             let queue = format!("deep{depth}");
-            post(&http, &hash_broker.url(), "/api/v1/configure", json!({"queue": queue, "options": {"dedupWindowSeconds": 0}})).await;
+            post(
+                &http,
+                &hash_broker.url(),
+                "/api/v1/configure",
+                json!({"queue": queue, "options": {"dedupWindowSeconds": 0}}),
+            )
+            .await;
             let started = Instant::now();
-            fill(&http, &hash_broker.url(), &queue, depth).await;
-            eprintln!("  filled {depth} messages in {:.1}s", started.elapsed().as_secs_f64());
-            for (mode, via, lease) in [("hash, leased", &hash_broker, true), ("hash, lease-less", &hash_broker, false), ("registry, leased", &registry_broker, true)] {
-                let proc_ = if mode.starts_with("registry") { "log_ack_at_v1" } else { "log_ack_by_hash_v1" };
+            // the depth stays about `depth` while three modes each ack `acks` batches at the head
+            fill(&http, &hash_broker.url(), &queue, depth + 3 * acks * 100).await;
+            eprintln!(
+                "  filled {depth} messages in {:.1}s",
+                started.elapsed().as_secs_f64()
+            );
+            for (mode, via, lease) in [
+                ("registry, leased", &registry_broker, true),
+                ("hash, leased", &hash_broker, true),
+                ("hash, lease-less", &hash_broker, false),
+            ] {
+                let proc_ = if mode.starts_with("registry") {
+                    "log_ack_at_v1"
+                } else {
+                    "log_ack_by_hash_v1"
+                };
                 let before = pgss(&db, proc_).await;
                 for _ in 0..acks {
                     pop_and_ack(&http, &via.url(), &queue, lease).await;
                 }
                 let after = pgss(&db, proc_).await;
                 let (calls, ms) = (after.0 - before.0, after.1 - before.1);
-                println!("{depth:>9}  {:<34} {calls:>7} {:>12.3} {:>14.5}", format!("{proc_} ({mode})"), ms / calls, ms / calls / 100.0);
+                println!(
+                    "{depth:>9}  {:<34} {calls:>7} {:>12.3} {:>14.5}",
+                    format!("{proc_} ({mode})"),
+                    ms / calls,
+                    ms / calls / 100.0
+                );
             }
         }
         hash_broker.shutdown().await;
@@ -68,13 +105,17 @@ async fn post(http: &Http, base: &str, path: &str, body: Value) -> Value {
     let resp = http.request(req).await.expect("request");
     let status = resp.status();
     let bytes = resp.into_body().collect().await.unwrap().to_bytes();
-    assert!(status.is_success(), "{path}: {status}: {}", String::from_utf8_lossy(&bytes));
+    assert!(
+        status.is_success(),
+        "{path}: {status}: {}",
+        String::from_utf8_lossy(&bytes)
+    );
     serde_json::from_slice(&bytes).unwrap_or(Value::Null)
 }
 
 /// Pushes `depth` messages to partition `p` in batches of 1000, 8 requests in flight.
 async fn fill(http: &Http, base: &str, queue: &str, depth: usize) {
-    let batches = depth / 1000;
+    let batches = depth.div_ceil(1000);
     let mut tasks = Vec::new();
     for w in 0..8 {
         let (http, base, queue) = (http.clone(), base.to_string(), queue.to_string());
@@ -94,10 +135,16 @@ async fn fill(http: &Http, base: &str, queue: &str, depth: usize) {
 
 /// Pops 100 messages at the head and acks them all `completed` (with the lease or without).
 async fn pop_and_ack(http: &Http, base: &str, queue: &str, lease: bool) {
-    let req = hyper::Request::get(format!("{base}/api/v1/pop/queue/{queue}/partition/p?batch=100")).body(Full::new(Bytes::new())).unwrap();
+    let req = hyper::Request::get(format!(
+        "{base}/api/v1/pop/queue/{queue}/partition/p?batch=100"
+    ))
+    .body(Full::new(Bytes::new()))
+    .unwrap();
     let resp = http.request(req).await.unwrap();
+    let status = resp.status();
     let bytes = resp.into_body().collect().await.unwrap().to_bytes();
-    let popped: Value = serde_json::from_slice(&bytes).expect("a batch");
+    let popped: Value = serde_json::from_slice(&bytes)
+        .unwrap_or_else(|e| panic!("pop answered {status} {}: {e}", String::from_utf8_lossy(&bytes)));
     let acks: Vec<Value> = popped["messages"]
         .as_array()
         .unwrap()
@@ -110,8 +157,21 @@ async fn pop_and_ack(http: &Http, base: &str, queue: &str, lease: bool) {
             a
         })
         .collect();
-    let answers = post(http, base, "/api/v1/ack/batch", json!({ "acknowledgments": acks })).await;
-    assert!(answers.as_array().unwrap().iter().all(|a| a["success"] == true), "{answers}");
+    let answers = post(
+        http,
+        base,
+        "/api/v1/ack/batch",
+        json!({ "acknowledgments": acks }),
+    )
+    .await;
+    assert!(
+        answers
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|a| a["success"] == true),
+        "{answers}"
+    );
 }
 
 /// (calls, total execution ms) of a procedure's top-level statements in this database.
