@@ -120,7 +120,7 @@ fn notes(s: &Scenario) -> Vec<String> {
     ];
     if s.prefill.messages_per_partition > 0 {
         notes.push(
-            "every step is prefilled: end-to-end latency of prefilled messages counts from the prefill, so a deep prefill raises e2e p99"
+            "every step is prefilled; prefilled messages carry no send time, so end-to-end latency covers only the offered load"
                 .into(),
         );
     }

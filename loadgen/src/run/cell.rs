@@ -240,7 +240,15 @@ pub(crate) async fn prefill(
                     return Ok::<(), String>(());
                 }
                 let partition = (k % partitions as u64) as u32;
-                let items = producer::batch_items(&plan, k, partition, crate::workload::now_us());
+                let mut items =
+                    producer::batch_items(&plan, k, partition, crate::workload::now_us());
+                // Backlog, not offered load: no send time, so end-to-end latency (push to
+                // ack of what the producers offer) is not inflated by how long the backlog waits.
+                for item in &mut items {
+                    if let Some(payload) = item["payload"].as_object_mut() {
+                        payload.remove("ts");
+                    }
+                }
                 let txns = items
                     .iter()
                     .map(|i| i["transactionId"].as_str().unwrap_or_default().to_string());

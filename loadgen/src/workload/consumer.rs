@@ -120,10 +120,19 @@ async fn handle_batch(
         tokio::time::sleep(plan.effective_lease + Duration::from_millis(plan.stall_extra_ms)).await;
     }
     let lease_less = plan.lease_less > 0.0 && rng.f64() < plan.lease_less;
+    // The outcome mix shapes the measured load; the drain only finishes the accounting, so it
+    // completes everything (a nack in a drain-sized pop would redeliver the rest of it).
+    let draining = ctx.phase() == Phase::Drain;
     let statuses: Vec<&'static str> = batch
         .messages
         .iter()
-        .map(|_| pick_outcome(&plan.outcome_shares, rng))
+        .map(|_| {
+            if draining {
+                "completed"
+            } else {
+                pick_outcome(&plan.outcome_shares, rng)
+            }
+        })
         .collect();
     let chunks: Vec<Vec<usize>> = if plan.per_message_acks {
         (0..batch.messages.len()).map(|i| vec![i]).collect()
