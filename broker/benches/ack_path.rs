@@ -143,8 +143,12 @@ async fn pop_and_ack(http: &Http, base: &str, queue: &str, lease: bool) {
     let resp = http.request(req).await.unwrap();
     let status = resp.status();
     let bytes = resp.into_body().collect().await.unwrap().to_bytes();
-    let popped: Value = serde_json::from_slice(&bytes)
-        .unwrap_or_else(|e| panic!("pop answered {status} {}: {e}", String::from_utf8_lossy(&bytes)));
+    let popped: Value = serde_json::from_slice(&bytes).unwrap_or_else(|e| {
+        panic!(
+            "pop answered {status} {}: {e}",
+            String::from_utf8_lossy(&bytes)
+        )
+    });
     let acks: Vec<Value> = popped["messages"]
         .as_array()
         .unwrap()

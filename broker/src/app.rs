@@ -25,10 +25,17 @@ pub struct App {
 impl App {
     /// Builds the shared state; starts fusion's shard tasks (so call it inside the runtime).
     pub fn new(config: Config, pool: Pool) -> App {
-        let registry = config.ack_registry.then(|| AckRegistry::new(config.ack_registry_mb));
+        let registry = config
+            .ack_registry
+            .then(|| AckRegistry::new(config.ack_registry_mb));
         let fusion = config.ack_fusion.then(|| {
             let hold = std::time::Duration::from_millis(config.ack_fusion_hold_ms);
-            AckFusion::start(pool.clone(), config.ack_fusion_shards, hold, config.ack_fusion_max_rows)
+            AckFusion::start(
+                pool.clone(),
+                config.ack_fusion_shards,
+                hold,
+                config.ack_fusion_max_rows,
+            )
         });
         App {
             registry,

@@ -92,7 +92,12 @@ impl Config {
             ack_fusion: vars.flag("QUEEN_ACK_FUSION", true)?,
             ack_fusion_shards: vars.number("QUEEN_ACK_FUSION_SHARDS", 8, 1, 1024)?,
             ack_fusion_hold_ms: vars.number("QUEEN_ACK_FUSION_HOLD_MS", 3, 1, 60_000)?,
-            ack_fusion_max_rows: vars.number("QUEEN_TEST_ACK_FUSION_MAX_ROWS", usize::MAX, 1, usize::MAX)?,
+            ack_fusion_max_rows: vars.number(
+                "QUEEN_TEST_ACK_FUSION_MAX_ROWS",
+                usize::MAX,
+                1,
+                usize::MAX,
+            )?,
             tenancy_header: vars.flag("QUEEN_TENANCY_HEADER", false)?,
             retention_interval_ms: vars.number(
                 "QUEEN_RETENTION_INTERVAL_MS",

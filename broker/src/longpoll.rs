@@ -6,8 +6,10 @@
 //! `n` waiters of every group parked on its queue, one by one, so a push of one message does not
 //! stampede every consumer into the database (each group consumes every message, so each group
 //! gets its own wake-ups). A waiter registers interest before it queries, so a push landing
-//! between its empty query and its wait is never missed. Pushes through another broker and lease
-//! expiries are picked up by the pop's periodic re-check.
+//! between its empty query and its wait is never missed. An ack that releases a lease wakes one
+//! waiter of its group too: the rest of that partition became poppable without any push (the
+//! partition's queue is learned from the pops that delivered it). Pushes through another broker
+//! and lease expiries are picked up by the pop's periodic re-check.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -48,23 +50,67 @@ impl Drop for Parked {
 #[derive(Default)]
 pub struct LongPoll {
     slots: Mutex<HashMap<Scope, HashMap<String, Arc<Slot>>>>,
+    /// partition id -> (tenant, queue name), learned from pops.
+    queues: Mutex<HashMap<Uuid, (Uuid, String)>>,
 }
 
 impl LongPoll {
     /// Registers a waiting pop of `group` on `scope`.
     pub fn park(&self, scope: Scope, group: &str) -> Parked {
         let mut map = self.slots.lock().expect("long-poll lock");
-        let slot = map.entry(scope).or_default().entry(group.to_string()).or_default().clone();
+        let slot = map
+            .entry(scope)
+            .or_default()
+            .entry(group.to_string())
+            .or_default()
+            .clone();
         slot.parked.fetch_add(1, Ordering::SeqCst);
         Parked(slot)
+    }
+
+    /// A pop delivered from `partition` of `queue`: remembered so acks can wake its waiters.
+    pub fn learn(&self, tenant: Uuid, partition: Uuid, queue: &str) {
+        let mut map = self.queues.lock().expect("long-poll lock");
+        if !map.contains_key(&partition) {
+            map.insert(partition, (tenant, queue.to_string()));
+        }
+    }
+
+    /// An ack released the lease of `group` on `partition`: what follows its cursor may be
+    /// poppable now, so one waiter of that group on the partition's queue is woken.
+    pub fn released(&self, partition: Uuid, group: &str) {
+        let Some((tenant, queue)) = self
+            .queues
+            .lock()
+            .expect("long-poll lock")
+            .get(&partition)
+            .cloned()
+        else {
+            return;
+        };
+        let map = self.slots.lock().expect("long-poll lock");
+        for scope in [Scope::Queue(tenant, queue), Scope::AnyQueueOf(tenant)] {
+            if let Some(slot) = map.get(&scope).and_then(|groups| groups.get(group)) {
+                if slot.parked.load(Ordering::SeqCst) > 0 {
+                    slot.notify.notify_one();
+                }
+            }
+        }
     }
 
     /// `messages` were pushed to `queue` of `tenant`: wakes up to that many waiters of every
     /// group parked on the queue, and on the tenant's discovery scope.
     pub fn pushed(&self, tenant: Uuid, queue: &str, messages: usize) {
         let map = self.slots.lock().expect("long-poll lock");
-        for scope in [Scope::Queue(tenant, queue.to_string()), Scope::AnyQueueOf(tenant)] {
-            for slot in map.get(&scope).into_iter().flat_map(|groups| groups.values()) {
+        for scope in [
+            Scope::Queue(tenant, queue.to_string()),
+            Scope::AnyQueueOf(tenant),
+        ] {
+            for slot in map
+                .get(&scope)
+                .into_iter()
+                .flat_map(|groups| groups.values())
+            {
                 let waiting = slot.parked.load(Ordering::SeqCst);
                 for _ in 0..waiting.min(messages) {
                     slot.notify.notify_one();
@@ -90,7 +136,10 @@ mod tests {
             tasks.push(tokio::spawn(async move {
                 let parked = lp.park(Scope::Queue(tenant, "q".into()), group);
                 let notified = parked.slot().notify.notified();
-                if tokio::time::timeout(Duration::from_millis(300), notified).await.is_ok() {
+                if tokio::time::timeout(Duration::from_millis(300), notified)
+                    .await
+                    .is_ok()
+                {
                     woken.fetch_add(1, Ordering::SeqCst);
                 }
             }));
@@ -100,6 +149,10 @@ mod tests {
         for t in tasks {
             t.await.unwrap();
         }
-        assert_eq!(woken.load(Ordering::SeqCst), 2, "one waiter of group a, one of group b");
+        assert_eq!(
+            woken.load(Ordering::SeqCst),
+            2,
+            "one waiter of group a, one of group b"
+        );
     }
 }

@@ -1168,11 +1168,17 @@ async fn positional_procedures_validate_clamp_and_release() {
     assert_eq!(v["acked"], json!(0), "idempotent");
     // count > 0 asserts the cursor is where the pop left it (upto - count): it moved to 0
     let moved: Value = db
-        .query_one("SELECT queen.log_ack_at_v1($1, $2, $3, 2, true, 3)", &[&pid, &QM, &b.lease])
+        .query_one(
+            "SELECT queen.log_ack_at_v1($1, $2, $3, 2, true, 3)",
+            &[&pid, &QM, &b.lease],
+        )
         .await
         .unwrap()
         .get(0);
-    assert_eq!((moved["ok"].clone(), moved["error"].clone()), (json!(false), json!("cursor moved since the pop")));
+    assert_eq!(
+        (moved["ok"].clone(), moved["error"].clone()),
+        (json!(false), json!("cursor moved since the pop"))
+    );
     let v = at(b.lease.clone(), 2, true).await;
     assert_eq!(
         (

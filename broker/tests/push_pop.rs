@@ -500,3 +500,29 @@ async fn health_and_metrics() {
         .contains("queen_requests_total{route=\"push\",status=\"201\"} 1"));
     t.broker.shutdown().await;
 }
+
+#[tokio::test]
+async fn an_ack_releasing_a_lease_wakes_a_parked_pop() {
+    let t = TestBroker::start_with(|c| c.long_poll_recheck_ms = 60_000).await;
+    t.http.push("rel", &[("p", "a"), ("p", "b")]).await;
+    let first = t.http.get("/api/v1/pop/queue/rel?batch=1").await;
+    assert_eq!(txns(&first), ["a"]);
+    let http = t.http.clone();
+    let started = Instant::now();
+    let waiter = tokio::spawn(async move {
+        http.get("/api/v1/pop/queue/rel?batch=1&wait=true&timeout=20000")
+            .await
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let ack = json!({"transactionId": "a", "partitionId": first.json["partitionId"], "status": "completed",
+                     "leaseId": first.json["leaseId"]});
+    let r = t.http.post("/api/v1/ack", ack).await;
+    assert_eq!(r.json[0]["leaseReleased"], true, "{}", r.text);
+    let second = waiter.await.unwrap();
+    assert_eq!(txns(&second), ["b"]);
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "woken by the release, not by a re-check"
+    );
+    t.broker.shutdown().await;
+}

@@ -136,8 +136,11 @@ pub async fn capacity(req: CapacityRequest) -> u8 {
         Ok(s) => s,
         Err(e) => return fail(&e.to_string()),
     };
-    // Capacity judges no gates, so they must not veto a --cells list.
+    // Capacity judges no gates, so they must not veto a --cells list; and it measures the steady
+    // state of the offered load, so a scenario's prefill (a backlog to chew through, which would
+    // saturate the consumers whatever the rate) is skipped.
     scenario.gates.clear();
+    scenario.prefill.messages_per_partition = 0;
     if let Err(e) = scenario.apply_overrides(&req.run.overrides) {
         return fail(&e.to_string().replace("--duration", "--step-secs"));
     }

@@ -21,13 +21,26 @@ use crate::metrics::Metrics;
 /// `None` sends it down the hash path.
 pub async fn try_full_batch(app: &App, tenant: Uuid, group: &AckGroup) -> Option<Vec<AckResult>> {
     let registry = app.registry.as_ref()?;
-    let eligible = !group.lease_id.is_empty() && group.items.iter().all(|i| i.status == AckStatus::Completed);
+    let eligible =
+        !group.lease_id.is_empty() && group.items.iter().all(|i| i.status == AckStatus::Completed);
     if !eligible {
-        registry.misses.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        registry
+            .misses
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         return None;
     }
-    let acked: HashSet<TxnHash> = group.items.iter().map(|i| txn_hash(&i.transaction_id)).collect();
-    let batch = registry.take_if_full_batch(tenant, group.partition_id, &group.consumer_group, &group.lease_id, &acked)?;
+    let acked: HashSet<TxnHash> = group
+        .items
+        .iter()
+        .map(|i| txn_hash(&i.transaction_id))
+        .collect();
+    let batch = registry.take_if_full_batch(
+        tenant,
+        group.partition_id,
+        &group.consumer_group,
+        &group.lease_id,
+        &acked,
+    )?;
     let verdict = match &app.fusion {
         Some(fusion) => {
             let ack = FusedAck {
@@ -43,8 +56,15 @@ pub async fn try_full_batch(app: &App, tenant: Uuid, group: &AckGroup) -> Option
     };
     let n = group.items.len() as u64;
     match verdict {
-        Verdict::Committed { acked, lease_released } => {
-            let path = if app.fusion.is_some() { &app.metrics.acks_fusion } else { &app.metrics.acks_registry };
+        Verdict::Committed {
+            acked,
+            lease_released,
+        } => {
+            let path = if app.fusion.is_some() {
+                &app.metrics.acks_fusion
+            } else {
+                &app.metrics.acks_registry
+            };
             Metrics::add(path, n);
             if app.fusion.is_some() {
                 Metrics::add(&app.metrics.messages_acked, acked.max(0) as u64);
@@ -55,7 +75,12 @@ pub async fn try_full_batch(app: &App, tenant: Uuid, group: &AckGroup) -> Option
             tracing::debug!(target: "ack-registry", partition = %group.partition_id, %reason, "hit refused by PostgreSQL; hash path");
             None
         }
-        Verdict::FlushErr(e) => Some(answers(group, false, Some(format!("ack commit failed: {e}")), false)),
+        Verdict::FlushErr(e) => Some(answers(
+            group,
+            false,
+            Some(format!("ack commit failed: {e}")),
+            false,
+        )),
     }
 }
 
@@ -65,15 +90,33 @@ async fn synchronous(app: &App, group: &AckGroup, upto: i64, count: i32) -> Verd
         Ok(db) => db,
         Err(e) => return Verdict::FlushErr(e.to_string()),
     };
-    let outcome = ack_at(app, &db, group.partition_id, &group.consumer_group, &group.lease_id, upto, true, count).await;
+    let outcome = ack_at(
+        app,
+        &db,
+        group.partition_id,
+        &group.consumer_group,
+        &group.lease_id,
+        upto,
+        true,
+        count,
+    )
+    .await;
     match outcome {
-        Ok(o) if o.ok => Verdict::Committed { acked: o.acked, lease_released: o.lease_released },
+        Ok(o) if o.ok => Verdict::Committed {
+            acked: o.acked,
+            lease_released: o.lease_released,
+        },
         Ok(o) => Verdict::Rejected(o.error.unwrap_or_default()),
         Err(e) => Verdict::FlushErr(e.message),
     }
 }
 
-fn answers(group: &AckGroup, success: bool, error: Option<String>, lease_released: bool) -> Vec<AckResult> {
+fn answers(
+    group: &AckGroup,
+    success: bool,
+    error: Option<String>,
+    lease_released: bool,
+) -> Vec<AckResult> {
     group
         .items
         .iter()
@@ -93,27 +136,111 @@ fn answers(group: &AckGroup, success: bool, error: Option<String>, lease_release
 pub fn render_metrics(app: &App, out: &mut String) {
     use crate::metrics::{counter, gauge};
     use std::sync::atomic::Ordering::Relaxed;
-    gauge(out, "queen_ack_registry_enabled", "1 when the ack registry is on.", f64::from(u8::from(app.registry.is_some())));
-    gauge(out, "queen_ack_fusion_enabled", "1 when ack fusion is on.", f64::from(u8::from(app.fusion.is_some())));
+    gauge(
+        out,
+        "queen_ack_registry_enabled",
+        "1 when the ack registry is on.",
+        f64::from(u8::from(app.registry.is_some())),
+    );
+    gauge(
+        out,
+        "queen_ack_fusion_enabled",
+        "1 when ack fusion is on.",
+        f64::from(u8::from(app.fusion.is_some())),
+    );
     if let Some(r) = &app.registry {
-        counter(out, "queen_ack_registry_hits_total", "Ack groups answered by a registry hit.", r.hits.load(Relaxed));
-        counter(out, "queen_ack_registry_misses_total", "Ack groups that took the SQL path.", r.misses.load(Relaxed));
-        counter(out, "queen_ack_registry_evictions_total", "Entries evicted by the memory bound.", r.evictions.load(Relaxed));
-        counter(out, "queen_ack_registry_expirations_total", "Entries swept by TTL.", r.expirations.load(Relaxed));
-        gauge(out, "queen_ack_registry_entries", "Live registry entries.", r.entries() as f64);
-        gauge(out, "queen_ack_registry_bytes", "Estimated registry memory.", r.bytes() as f64);
+        counter(
+            out,
+            "queen_ack_registry_hits_total",
+            "Ack groups answered by a registry hit.",
+            r.hits.load(Relaxed),
+        );
+        counter(
+            out,
+            "queen_ack_registry_misses_total",
+            "Ack groups that took the SQL path.",
+            r.misses.load(Relaxed),
+        );
+        counter(
+            out,
+            "queen_ack_registry_evictions_total",
+            "Entries evicted by the memory bound.",
+            r.evictions.load(Relaxed),
+        );
+        counter(
+            out,
+            "queen_ack_registry_expirations_total",
+            "Entries swept by TTL.",
+            r.expirations.load(Relaxed),
+        );
+        gauge(
+            out,
+            "queen_ack_registry_entries",
+            "Live registry entries.",
+            r.entries() as f64,
+        );
+        gauge(
+            out,
+            "queen_ack_registry_bytes",
+            "Estimated registry memory.",
+            r.bytes() as f64,
+        );
     }
     if let Some(f) = &app.fusion {
         let s = &f.stats;
         let (flushes, rows) = (s.flushes.load(Relaxed), s.rows.load(Relaxed));
-        counter(out, "queen_ack_fusion_flushes_total", "Fusion flushes (one commit each).", flushes);
-        counter(out, "queen_ack_fusion_rows_total", "Folded rows committed by flushes.", rows);
-        counter(out, "queen_ack_fusion_requests_total", "Registry hits enqueued for fusion.", s.requests.load(Relaxed));
-        counter(out, "queen_ack_fusion_committed_total", "Fused acks answered Committed.", s.committed.load(Relaxed));
-        counter(out, "queen_ack_fusion_rejected_total", "Fused acks answered Rejected (hash path).", s.rejected.load(Relaxed));
-        counter(out, "queen_ack_fusion_flush_errors_total", "Flushes that failed as a whole.", s.flush_errors.load(Relaxed));
-        let per = if flushes > 0 { rows as f64 / flushes as f64 } else { 0.0 };
-        gauge(out, "queen_ack_fusion_rows_per_commit", "Rows per flush since start.", per);
-        gauge(out, "queen_ack_fusion_shards", "Fusion shards.", app.config.ack_fusion_shards as f64);
+        counter(
+            out,
+            "queen_ack_fusion_flushes_total",
+            "Fusion flushes (one commit each).",
+            flushes,
+        );
+        counter(
+            out,
+            "queen_ack_fusion_rows_total",
+            "Folded rows committed by flushes.",
+            rows,
+        );
+        counter(
+            out,
+            "queen_ack_fusion_requests_total",
+            "Registry hits enqueued for fusion.",
+            s.requests.load(Relaxed),
+        );
+        counter(
+            out,
+            "queen_ack_fusion_committed_total",
+            "Fused acks answered Committed.",
+            s.committed.load(Relaxed),
+        );
+        counter(
+            out,
+            "queen_ack_fusion_rejected_total",
+            "Fused acks answered Rejected (hash path).",
+            s.rejected.load(Relaxed),
+        );
+        counter(
+            out,
+            "queen_ack_fusion_flush_errors_total",
+            "Flushes that failed as a whole.",
+            s.flush_errors.load(Relaxed),
+        );
+        let per = if flushes > 0 {
+            rows as f64 / flushes as f64
+        } else {
+            0.0
+        };
+        gauge(
+            out,
+            "queen_ack_fusion_rows_per_commit",
+            "Rows per flush since start.",
+            per,
+        );
+        gauge(
+            out,
+            "queen_ack_fusion_shards",
+            "Fusion shards.",
+            app.config.ack_fusion_shards as f64,
+        );
     }
 }

@@ -71,11 +71,20 @@ impl AckFusion {
         let senders = (0..shards.max(1))
             .map(|_| {
                 let (tx, rx) = mpsc::unbounded_channel();
-                tokio::spawn(shard_loop(rx, pool.clone(), stats.clone(), hold, max_rows.max(1)));
+                tokio::spawn(shard_loop(
+                    rx,
+                    pool.clone(),
+                    stats.clone(),
+                    hold,
+                    max_rows.max(1),
+                ));
                 tx
             })
             .collect();
-        AckFusion { shards: senders, stats }
+        AckFusion {
+            shards: senders,
+            stats,
+        }
     }
 
     /// Enqueues a hit and waits for its flush's verdict.
@@ -86,13 +95,20 @@ impl AckFusion {
         if self.shards[shard].send((ack, tx)).is_err() {
             return Verdict::FlushErr("ack fusion is shut down".into());
         }
-        rx.await.unwrap_or_else(|_| Verdict::FlushErr("the flush was dropped".into()))
+        rx.await
+            .unwrap_or_else(|_| Verdict::FlushErr("the flush was dropped".into()))
     }
 }
 
 type Waiter = (FusedAck, oneshot::Sender<Verdict>);
 
-async fn shard_loop(mut inbox: mpsc::UnboundedReceiver<Waiter>, pool: Pool, stats: Arc<FusionStats>, hold: Duration, max_rows: usize) {
+async fn shard_loop(
+    mut inbox: mpsc::UnboundedReceiver<Waiter>,
+    pool: Pool,
+    stats: Arc<FusionStats>,
+    hold: Duration,
+    max_rows: usize,
+) {
     let mut backlog: Vec<Waiter> = Vec::new();
     loop {
         if backlog.is_empty() {
@@ -153,7 +169,14 @@ fn fold(batch: Vec<Waiter>) -> Vec<Row> {
             }
             None => {
                 index.insert(key, rows.len());
-                rows.push(Row { partition: a.partition, group: a.group, worker: a.worker, batch_end: a.batch_end, count: a.count, waiters: vec![tx] });
+                rows.push(Row {
+                    partition: a.partition,
+                    group: a.group,
+                    worker: a.worker,
+                    batch_end: a.batch_end,
+                    count: a.count,
+                    waiters: vec![tx],
+                });
             }
         }
     }
@@ -168,16 +191,19 @@ async fn flush(pool: &Pool, stats: &FusionStats, batch: Vec<Waiter>) {
         Ok(verdicts) => {
             for (row, verdict) in rows.into_iter().zip(verdicts) {
                 match &verdict {
-                    Verdict::Committed { .. } => stats.committed.fetch_add(row.waiters.len() as u64, Relaxed),
+                    Verdict::Committed { .. } => {
+                        stats.committed.fetch_add(row.waiters.len() as u64, Relaxed)
+                    }
                     _ => stats.rejected.fetch_add(row.waiters.len() as u64, Relaxed),
                 };
                 // Folded requests share the row's verdict; only the first carries its `acked`,
                 // so the offsets committed are counted once.
                 for (k, w) in row.waiters.into_iter().enumerate() {
                     let v = match &verdict {
-                        Verdict::Committed { lease_released, .. } if k > 0 => {
-                            Verdict::Committed { acked: 0, lease_released: *lease_released }
-                        }
+                        Verdict::Committed { lease_released, .. } if k > 0 => Verdict::Committed {
+                            acked: 0,
+                            lease_released: *lease_released,
+                        },
                         other => other.clone(),
                     };
                     let _ = w.send(v);
@@ -198,7 +224,10 @@ async fn flush(pool: &Pool, stats: &FusionStats, batch: Vec<Waiter>) {
 
 /// One `log_ack_multi_v1` call; verdicts realigned to the rows by input ordinal.
 async fn call_multi(pool: &Pool, rows: &[Row]) -> Result<Vec<Verdict>, String> {
-    let db = pool.get().await.map_err(|e| format!("no database connection: {e}"))?;
+    let db = pool
+        .get()
+        .await
+        .map_err(|e| format!("no database connection: {e}"))?;
     let pids: Vec<Uuid> = rows.iter().map(|r| r.partition).collect();
     let groups: Vec<&str> = rows.iter().map(|r| r.group.as_str()).collect();
     let ends: Vec<i64> = rows.iter().map(|r| r.batch_end).collect();
@@ -208,13 +237,18 @@ async fn call_multi(pool: &Pool, rows: &[Row]) -> Result<Vec<Verdict>, String> {
         .prepare_cached("SELECT ordinal, ok, error, acked, lease_released FROM queen.log_ack_multi_v1($1, $2, $3, $4, $5)")
         .await
         .map_err(|e| format!("log_ack_multi_v1: {e}"))?;
-    let result = db.query(&stmt, &[&pids, &groups, &ends, &workers, &counts]).await;
+    let result = db
+        .query(&stmt, &[&pids, &groups, &ends, &workers, &counts])
+        .await;
     let out = result.map_err(|e| format!("log_ack_multi_v1: {e}"))?;
     let mut verdicts = vec![Verdict::FlushErr("no verdict for this row".into()); rows.len()];
     for r in out {
         let i = r.get::<_, i32>("ordinal") as usize - 1;
         verdicts[i] = if r.get::<_, bool>("ok") {
-            Verdict::Committed { acked: r.get("acked"), lease_released: r.get("lease_released") }
+            Verdict::Committed {
+                acked: r.get("acked"),
+                lease_released: r.get("lease_released"),
+            }
         } else {
             Verdict::Rejected(r.get::<_, Option<String>>("error").unwrap_or_default())
         };
@@ -228,13 +262,30 @@ mod tests {
 
     fn waiter(p: Uuid, g: &str, w: &str, end: i64) -> (Waiter, oneshot::Receiver<Verdict>) {
         let (tx, rx) = oneshot::channel();
-        ((FusedAck { partition: p, group: g.into(), worker: w.into(), batch_end: end, count: 1 }, tx), rx)
+        (
+            (
+                FusedAck {
+                    partition: p,
+                    group: g.into(),
+                    worker: w.into(),
+                    batch_end: end,
+                    count: 1,
+                },
+                tx,
+            ),
+            rx,
+        )
     }
 
     #[test]
     fn same_worker_folds_to_the_highest_end_other_workers_stay_apart() {
         let p = Uuid::now_v7();
-        let batch = vec![waiter(p, "g", "w1", 5).0, waiter(p, "g", "w1", 9).0, waiter(p, "g", "w2", 7).0, waiter(p, "h", "w1", 3).0];
+        let batch = vec![
+            waiter(p, "g", "w1", 5).0,
+            waiter(p, "g", "w1", 9).0,
+            waiter(p, "g", "w2", 7).0,
+            waiter(p, "h", "w1", 3).0,
+        ];
         let rows = fold(batch);
         assert_eq!(rows.len(), 3);
         assert_eq!((rows[0].batch_end, rows[0].waiters.len()), (9, 2));
@@ -245,7 +296,11 @@ mod tests {
     #[test]
     fn max_rows_cuts_batches_by_folded_rows() {
         let p = Uuid::now_v7();
-        let mut backlog = vec![waiter(p, "g", "w1", 1).0, waiter(p, "g", "w1", 2).0, waiter(p, "g", "w2", 3).0];
+        let mut backlog = vec![
+            waiter(p, "g", "w1", 1).0,
+            waiter(p, "g", "w1", 2).0,
+            waiter(p, "g", "w2", 3).0,
+        ];
         let first = take_batch(&mut backlog, 1);
         assert_eq!(first.len(), 2, "both requests of the first row");
         assert_eq!(backlog.len(), 1);

@@ -138,6 +138,7 @@ pub async fn ack_items(
     let mut slots: Vec<Option<AckResult>> = vec![None; n];
     for group in group_items(items) {
         if let Some(results) = fast_path::try_full_batch(app, tenant, &group).await {
+            wake_on_release(app, &group, &results);
             for r in results {
                 let i = r.index;
                 slots[i] = Some(r);
@@ -148,6 +149,7 @@ pub async fn ack_items(
         if let Some(registry) = &app.registry {
             registry.forget(group.partition_id, &group.consumer_group, &group.lease_id);
         }
+        wake_on_release(app, &group, &done.results);
         for r in done.results {
             let i = r.index;
             slots[i] = Some(r);
@@ -157,6 +159,15 @@ pub async fn ack_items(
         .into_iter()
         .map(|r| r.expect("every item is answered by its group"))
         .collect())
+}
+
+/// Wakes a parked pop of the group when its ack released a lease (the rest of the partition is
+/// poppable again without any push).
+fn wake_on_release(app: &App, group: &AckGroup, results: &[AckResult]) {
+    if results.iter().any(|r| r.lease_released) {
+        app.long_poll
+            .released(group.partition_id, &group.consumer_group);
+    }
 }
 
 /// What `queen.log_ack_at_v1` answered.

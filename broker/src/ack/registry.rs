@@ -100,7 +100,11 @@ impl AckRegistry {
     pub fn new(max_mb: usize) -> AckRegistry {
         AckRegistry {
             max_bytes: max_mb.saturating_mul(1 << 20),
-            state: Mutex::new(State { entries: LruCache::unbounded(), bytes: 0, last_sweep: Instant::now() }),
+            state: Mutex::new(State {
+                entries: LruCache::unbounded(),
+                bytes: 0,
+                last_sweep: Instant::now(),
+            }),
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
             evictions: AtomicU64::new(0),
@@ -116,7 +120,12 @@ impl AckRegistry {
             let slot = hashes.entry(*h).or_insert(*off);
             *slot = (*slot).min(*off);
         }
-        let bytes = ENTRY_OVERHEAD + d.group.len() + d.worker.len() + d.queue.len() + d.partition.len() + hashes.capacity() * (16 + 8 + 8);
+        let bytes = ENTRY_OVERHEAD
+            + d.group.len()
+            + d.worker.len()
+            + d.queue.len()
+            + d.partition.len()
+            + hashes.capacity() * (16 + 8 + 8);
         let entry = Entry {
             tenant: d.tenant,
             worker: d.worker.to_string(),
@@ -179,21 +188,39 @@ impl AckRegistry {
         drop(s);
         self.hits.fetch_add(1, Relaxed);
         let upto = e.hashes.values().copied().max().unwrap_or(e.batch_end);
-        Some(FullBatch { upto, count: (upto - e.span_start + 1) as i32 })
+        Some(FullBatch {
+            upto,
+            count: (upto - e.span_start + 1) as i32,
+        })
     }
 
     /// Where `acked` sit in the live lease of (partition, group) held by `worker`, when every
     /// one of them was delivered under it; the entry stays (the caller's SQL decides its fate).
-    pub fn positions(&self, tenant: Uuid, partition: Uuid, group: &str, worker: &str, acked: &[TxnHash]) -> Option<Positions> {
+    pub fn positions(
+        &self,
+        tenant: Uuid,
+        partition: Uuid,
+        group: &str,
+        worker: &str,
+        acked: &[TxnHash],
+    ) -> Option<Positions> {
         let key = (partition, group.to_string());
         let s = self.state.lock().expect("registry lock");
-        let e = s.entries.peek(&key).filter(|e| e.tenant == tenant && e.worker == worker && e.expires > Instant::now())?;
+        let e = s
+            .entries
+            .peek(&key)
+            .filter(|e| e.tenant == tenant && e.worker == worker && e.expires > Instant::now())?;
         let mut upto = i64::MIN;
         for h in acked {
             upto = upto.max(*e.hashes.get(h)?);
         }
         let distinct: HashSet<&TxnHash> = acked.iter().collect();
-        Some(Positions { queue: e.queue.clone(), partition: e.partition.clone(), upto, count: distinct.len() as i32 })
+        Some(Positions {
+            queue: e.queue.clone(),
+            partition: e.partition.clone(),
+            upto,
+            count: distinct.len() as i32,
+        })
     }
 
     /// An SQL-path outcome for (partition, group) by `worker`: its entry dies. A late ack from
@@ -222,7 +249,12 @@ impl AckRegistry {
             return;
         }
         s.last_sweep = now;
-        let expired: Vec<Key> = s.entries.iter().filter(|(_, e)| e.expires <= now).map(|(k, _)| k.clone()).collect();
+        let expired: Vec<Key> = s
+            .entries
+            .iter()
+            .filter(|(_, e)| e.expires <= now)
+            .map(|(k, _)| k.clone())
+            .collect();
         for k in expired {
             if let Some(e) = s.entries.pop(&k) {
                 s.bytes -= e.bytes;
@@ -255,8 +287,21 @@ mod tests {
     const T: Uuid = Uuid::nil();
 
     fn born(r: &AckRegistry, p: Uuid, g: &str, w: &str, end: i64, ids: &[&str]) {
-        let frames: Vec<(TxnHash, i64)> = hashes(ids).into_iter().zip(end - ids.len() as i64 + 1..).collect();
-        r.born(&Delivered { tenant: T, partition_id: p, group: g, worker: w, queue: "q", partition: "p", batch_end: end, frames: &frames, lease: LEASE });
+        let frames: Vec<(TxnHash, i64)> = hashes(ids)
+            .into_iter()
+            .zip(end - ids.len() as i64 + 1..)
+            .collect();
+        r.born(&Delivered {
+            tenant: T,
+            partition_id: p,
+            group: g,
+            worker: w,
+            queue: "q",
+            partition: "p",
+            batch_end: end,
+            frames: &frames,
+            lease: LEASE,
+        });
     }
 
     fn set(ids: &[&str]) -> HashSet<TxnHash> {
@@ -270,17 +315,47 @@ mod tests {
         let r = AckRegistry::new(64);
         let p = Uuid::now_v7();
         born(&r, p, "g", "w1", 9, &["a", "b", "c"]);
-        assert_eq!(r.take_if_full_batch(T, p, "g", "w2", &set(&["a", "b", "c"])), None, "other worker");
-        assert_eq!(r.take_if_full_batch(T, p, "g", "w1", &set(&["a", "b"])), None, "partial");
-        assert_eq!(r.take_if_full_batch(T, p, "g", "w1", &set(&["a", "b", "c", "d"])), None, "superset");
-        assert_eq!(r.take_if_full_batch(T, p, "h", "w1", &set(&["a", "b", "c"])), None, "other group");
-        assert_eq!(r.take_if_full_batch(Uuid::max(), p, "g", "w1", &set(&["a", "b", "c"])), None, "other tenant");
-        let pos = r.positions(T, p, "g", "w1", &hashes(&["b", "a", "b"])).unwrap();
+        assert_eq!(
+            r.take_if_full_batch(T, p, "g", "w2", &set(&["a", "b", "c"])),
+            None,
+            "other worker"
+        );
+        assert_eq!(
+            r.take_if_full_batch(T, p, "g", "w1", &set(&["a", "b"])),
+            None,
+            "partial"
+        );
+        assert_eq!(
+            r.take_if_full_batch(T, p, "g", "w1", &set(&["a", "b", "c", "d"])),
+            None,
+            "superset"
+        );
+        assert_eq!(
+            r.take_if_full_batch(T, p, "h", "w1", &set(&["a", "b", "c"])),
+            None,
+            "other group"
+        );
+        assert_eq!(
+            r.take_if_full_batch(Uuid::max(), p, "g", "w1", &set(&["a", "b", "c"])),
+            None,
+            "other tenant"
+        );
+        let pos = r
+            .positions(T, p, "g", "w1", &hashes(&["b", "a", "b"]))
+            .unwrap();
         assert_eq!((pos.upto, pos.count, pos.queue.as_str()), (8, 2, "q"));
-        assert_eq!(r.positions(T, p, "g", "w1", &hashes(&["z"])), None, "not delivered under this lease");
+        assert_eq!(
+            r.positions(T, p, "g", "w1", &hashes(&["z"])),
+            None,
+            "not delivered under this lease"
+        );
         let hit = r.take_if_full_batch(T, p, "g", "w1", &set(&["c", "a", "b"]));
         assert_eq!(hit, Some(FullBatch { upto: 9, count: 3 }));
-        assert_eq!(r.take_if_full_batch(T, p, "g", "w1", &set(&["a", "b", "c"])), None, "an entry dies on a hit");
+        assert_eq!(
+            r.take_if_full_batch(T, p, "g", "w1", &set(&["a", "b", "c"])),
+            None,
+            "an entry dies on a hit"
+        );
         assert_eq!(r.hits.load(Relaxed), 1);
         assert_eq!(r.misses.load(Relaxed), 6);
     }
@@ -290,8 +365,14 @@ mod tests {
         let r = AckRegistry::new(64);
         let p = Uuid::now_v7();
         born(&r, p, "g", "w", 4, &["a", "b", "a"]); // offsets 2, 3, 4
-        let hit = r.take_if_full_batch(T, p, "g", "w", &set(&["a", "b"])).unwrap();
-        assert_eq!(hit, FullBatch { upto: 3, count: 2 }, "`a` resolves to its lowest offset, as in SQL");
+        let hit = r
+            .take_if_full_batch(T, p, "g", "w", &set(&["a", "b"]))
+            .unwrap();
+        assert_eq!(
+            hit,
+            FullBatch { upto: 3, count: 2 },
+            "`a` resolves to its lowest offset, as in SQL"
+        );
     }
 
     #[test]
@@ -300,7 +381,11 @@ mod tests {
         let p = Uuid::now_v7();
         born(&r, p, "g", "new", 5, &["x"]);
         r.forget(p, "g", "old");
-        assert_eq!(r.entries(), 1, "a late ack from an old worker keeps the current entry");
+        assert_eq!(
+            r.entries(),
+            1,
+            "a late ack from an old worker keeps the current entry"
+        );
         r.forget(p, "g", "new");
         assert_eq!(r.entries(), 0);
         assert_eq!(r.bytes(), 0);

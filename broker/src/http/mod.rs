@@ -81,7 +81,9 @@ pub async fn serve(app: Arc<App>, req: hyper::Request<Incoming>) -> Result<Answe
             // The handler runs as its own task so that a bug that panics answers 500 (and is
             // logged) instead of tearing down the client's connection.
             let handler_app = app.clone();
-            let handled = tokio::spawn(async move { crate::routes::dispatch(&handler_app, request).await }).await;
+            let handled =
+                tokio::spawn(async move { crate::routes::dispatch(&handler_app, request).await })
+                    .await;
             let answer = match handled {
                 Ok(answer) => answer.unwrap_or_else(|e| error_answer(&e)),
                 Err(e) => {

@@ -57,8 +57,16 @@ pub async fn frame_at(
 }
 
 /// A leasing pop delivered these spans under `worker`: each becomes a registry entry.
-pub fn on_leased(app: &App, tenant: uuid::Uuid, group: &str, worker: &str, spans: &[pop::LeasedSpan]) {
-    let Some(registry) = &app.registry else { return };
+pub fn on_leased(
+    app: &App,
+    tenant: uuid::Uuid,
+    group: &str,
+    worker: &str,
+    spans: &[pop::LeasedSpan],
+) {
+    let Some(registry) = &app.registry else {
+        return;
+    };
     for span in spans.iter().filter(|s| !s.frames.is_empty()) {
         let lease = span
             .lease_expires_at

@@ -74,9 +74,10 @@ pub async fn handle(app: &App, req: &Request) -> Result<Answer, ApiError> {
         }
         Target::Discover { .. } => Scope::AnyQueueOf(req.tenant),
     };
-    let waiter = params
-        .wait
-        .then(|| app.long_poll.park(scope, params.group.as_deref().unwrap_or(QUEUE_MODE_GROUP)));
+    let waiter = params.wait.then(|| {
+        app.long_poll
+            .park(scope, params.group.as_deref().unwrap_or(QUEUE_MODE_GROUP))
+    });
     let mut parked = false;
     loop {
         let notified = waiter.as_ref().map(|w| w.slot().notify.notified());
@@ -213,6 +214,9 @@ async fn pop_once(app: &App, tenant: Uuid, p: &PopParams) -> Result<Option<Answe
         &app.metrics.messages_delivered,
         answer.messages.len() as u64,
     );
+    for span in &spans {
+        app.long_poll.learn(tenant, span.partition_id, &span.queue);
+    }
     if !p.auto_ack {
         crate::routes::on_leased(app, tenant, group, &worker, &spans);
     }

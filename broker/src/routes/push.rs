@@ -163,9 +163,13 @@ pub async fn push_items(
     Metrics::add(&app.metrics.messages_pushed, queued);
     Metrics::add(&app.metrics.messages_duplicate, items.len() as u64 - queued);
     for g in &groups {
-        let queued_here = g.iter().filter(|&&i| matches!(outcome[i], Outcome::Queued)).count();
+        let queued_here = g
+            .iter()
+            .filter(|&&i| matches!(outcome[i], Outcome::Queued))
+            .count();
         if queued_here > 0 {
-            app.long_poll.pushed(tenant, &items[g[0]].queue, queued_here);
+            app.long_poll
+                .pushed(tenant, &items[g[0]].queue, queued_here);
         }
     }
     Ok(items

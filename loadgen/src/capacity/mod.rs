@@ -100,7 +100,7 @@ pub fn plan_warnings(p: &Plan) -> Vec<String> {
 }
 
 /// What the document says about how capacity was measured.
-fn notes(s: &Scenario) -> Vec<String> {
+fn notes() -> Vec<String> {
     let mut notes = vec![
         "each step runs on a fresh queue (the scenario's options and prefill) with its own producers and consumers, warm-up and measured window; \
          its workers stop after the window and the step is neither drained nor audited: what it left unanswered stays in its queue, and the next step starts on a new one"
@@ -118,12 +118,7 @@ fn notes(s: &Scenario) -> Vec<String> {
         "latency counts from the intended send time (open loop, no coordinated omission); the load generator's CPU is read from /proc over each window"
             .to_string(),
     ];
-    if s.prefill.messages_per_partition > 0 {
-        notes.push(
-            "every step is prefilled; prefilled messages carry no send time, so end-to-end latency covers only the offered load"
-                .into(),
-        );
-    }
+    notes.push("the scenario's prefill is skipped: each step starts from an empty queue, so it measures the steady state of the offered load".into());
     notes
 }
 
@@ -193,7 +188,7 @@ pub async fn run(
             rounds: 1,
             warmup_secs: plan.warmup_secs,
             duration_secs: plan.step_secs,
-            notes: notes(scenario),
+            notes: notes(),
             ..base
         },
         criteria: *criteria,
