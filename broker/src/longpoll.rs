@@ -71,9 +71,8 @@ impl LongPoll {
     /// A pop delivered from `partition` of `queue`: remembered so acks can wake its waiters.
     pub fn learn(&self, tenant: Uuid, partition: Uuid, queue: &str) {
         let mut map = self.queues.lock().expect("long-poll lock");
-        if !map.contains_key(&partition) {
-            map.insert(partition, (tenant, queue.to_string()));
-        }
+        map.entry(partition)
+            .or_insert_with(|| (tenant, queue.to_string()));
     }
 
     /// An ack released the lease of `group` on `partition`: what follows its cursor may be
