@@ -54,24 +54,13 @@ pub async fn run(req: RunRequest) -> u8 {
         Ok(env) => env,
         Err(e) => return fail(&e),
     };
-    let (cancel_tx, cancel) = watch::channel(false);
-    tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
-            eprintln!("\nackbench: interrupted; stopping the cell and writing what was measured (Ctrl-C again to abort)");
-            let _ = cancel_tx.send(true);
-            if tokio::signal::ctrl_c().await.is_ok() {
-                std::process::exit(130);
-            }
-        }
-    });
+    let cancel = cancel_on_ctrl_c("cell");
     eprintln!(
         "ackbench: {} — cells {}, {} round(s), warm-up {}s, window {}s, seed {seed}; output in {}",
         scenario.name,
-        scenario
-            .run
-            .cells
+        cells
             .iter()
-            .map(|c| c.name())
+            .map(|c| c.1.as_str())
             .collect::<Vec<_>>()
             .join(", "),
         scenario.run.rounds,
@@ -163,16 +152,7 @@ pub async fn capacity(req: CapacityRequest) -> u8 {
         Ok(env) => env,
         Err(e) => return fail(&e),
     };
-    let (cancel_tx, cancel) = watch::channel(false);
-    tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
-            eprintln!("\nackbench: interrupted; stopping the step and writing what was measured (Ctrl-C again to abort)");
-            let _ = cancel_tx.send(true);
-            if tokio::signal::ctrl_c().await.is_ok() {
-                std::process::exit(130);
-            }
-        }
-    });
+    let cancel = cancel_on_ctrl_c("step");
     eprintln!(
         "ackbench: {} capacity — cells {}; offered {} msg/s; warm-up {}s and window {}s per step; target p99 <= {} ms; seed {seed}; output in {}",
         scenario.name,
@@ -328,6 +308,22 @@ async fn environment(req: &RunRequest, out_dir: PathBuf) -> Result<Env, String> 
         broker_bin,
         keep_databases: req.keep_databases,
     })
+}
+
+/// A flag that flips on the first Ctrl-C, so the run stops at a clean point and still writes
+/// what it measured; a second Ctrl-C exits at once. `what` names what is stopped.
+fn cancel_on_ctrl_c(what: &'static str) -> watch::Receiver<bool> {
+    let (tx, rx) = watch::channel(false);
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            eprintln!("\nackbench: interrupted; stopping the {what} and writing what was measured (Ctrl-C again to abort)");
+            let _ = tx.send(true);
+            if tokio::signal::ctrl_c().await.is_ok() {
+                std::process::exit(130);
+            }
+        }
+    });
+    rx
 }
 
 fn default_out_dir(scenario: &str) -> PathBuf {

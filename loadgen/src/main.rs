@@ -61,6 +61,13 @@ struct CapacityArgs {
     /// Warm-up of each step, in seconds (default: the scenario's warmup_secs).
     #[arg(long)]
     warmup: Option<f64>,
+    #[command(flatten)]
+    target: TargetArgs,
+}
+
+/// What a run or a capacity search targets, shared by both.
+#[derive(clap::Args)]
+struct TargetArgs {
     /// Use this PostgreSQL instead of a throwaway cluster (pg_stat_statements must be loaded).
     #[arg(long)]
     database_url: Option<String>,
@@ -133,21 +140,8 @@ struct RunArgs {
     /// Warm-up before each window, in seconds.
     #[arg(long)]
     warmup: Option<f64>,
-    /// Use this PostgreSQL instead of a throwaway cluster (pg_stat_statements must be loaded).
-    #[arg(long)]
-    database_url: Option<String>,
-    /// Use this running broker instead of starting the workspace's broker per cell.
-    #[arg(long)]
-    broker_url: Option<String>,
-    /// The broker binary to start per cell (default: beside this executable).
-    #[arg(long)]
-    broker_bin: Option<PathBuf>,
-    /// Seed of every random choice (default: the scenario's, else chosen and recorded).
-    #[arg(long)]
-    seed: Option<u64>,
-    /// Keep each cell's database after the run (for inspection).
-    #[arg(long)]
-    keep_databases: bool,
+    #[command(flatten)]
+    target: TargetArgs,
     /// A/A mode: run this one cell twice per round (instead of the scenario's cells) and print
     /// the ratio between the twins for every gated figure: the gates' own noise.
     #[arg(long, value_name = "CELL")]
@@ -189,12 +183,12 @@ impl From<RunArgs> for ackbench::cli::RunRequest {
                 rounds: a.rounds,
                 duration_secs: a.duration,
                 warmup_secs: a.warmup,
-                seed: a.seed,
+                seed: a.target.seed,
             },
-            database_url: a.database_url,
-            broker_url: a.broker_url,
-            broker_bin: a.broker_bin,
-            keep_databases: a.keep_databases,
+            database_url: a.target.database_url,
+            broker_url: a.target.broker_url,
+            broker_bin: a.target.broker_bin,
+            keep_databases: a.target.keep_databases,
             aa: a.aa,
         }
     }
@@ -211,12 +205,12 @@ impl From<CapacityArgs> for ackbench::cli::CapacityRequest {
                     rounds: None,
                     duration_secs: a.step_secs,
                     warmup_secs: a.warmup,
-                    seed: a.seed,
+                    seed: a.target.seed,
                 },
-                database_url: a.database_url,
-                broker_url: a.broker_url,
-                broker_bin: a.broker_bin,
-                keep_databases: a.keep_databases,
+                database_url: a.target.database_url,
+                broker_url: a.target.broker_url,
+                broker_bin: a.target.broker_bin,
+                keep_databases: a.target.keep_databases,
                 aa: None,
             },
             slo_p99_ms: a.slo_p99_ms,
