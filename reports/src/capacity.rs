@@ -867,20 +867,10 @@ pub fn render_capacity(r: &CapacityResults) -> Result<String, String> {
     h.push_str("<section id=\"charts\">\n<h2>Throughput, latency and commits against offered rate</h2>\n<div class=\"charts\">\n");
     for spec in chart_specs(r) {
         let svg = render_chart(&spec, &names)?;
-        let svg = match svg.find("<svg") {
-            Some(i) => format!(
-                "<svg role=\"img\" aria-label=\"{}\"{}",
-                esc(&spec.title),
-                &svg[i + 4..]
-            ),
-            None => svg,
-        };
         let _ = writeln!(
             h,
-            "<figure id=\"chart-{}\" class=\"chart\">\n{}\n<figcaption>{}</figcaption>\n</figure>",
-            esc(&spec.id),
-            svg.trim(),
-            esc(&spec.how_to_read)
+            "{}",
+            crate::html::figure_html(&spec.id, &spec.title, &spec.how_to_read, false, &svg)
         );
     }
     h.push_str("</div>\n</section>\n");

@@ -543,22 +543,16 @@ fn charts(h: &mut String, section: &ChartSection) -> Result<(), String> {
         esc(&section.title)
     );
     for spec in &section.charts {
-        let svg = render_svg(spec)?;
-        let svg = match svg.find("<svg") {
-            Some(i) => format!(
-                "<svg role=\"img\" aria-label=\"{}\"{}",
-                esc(&spec.title),
-                &svg[i + 4..]
-            ),
-            None => svg,
-        };
         let _ = writeln!(
             h,
-            "<figure id=\"chart-{}\" class=\"chart{}\">\n{}\n<figcaption>{}</figcaption>\n</figure>",
-            esc(&spec.id),
-            if spec.wide { " wide" } else { "" },
-            svg.trim(),
-            esc(&spec.how_to_read)
+            "{}",
+            figure_html(
+                &spec.id,
+                &spec.title,
+                &spec.how_to_read,
+                spec.wide,
+                &render_svg(spec)?
+            )
         );
     }
     h.push_str("</div>\n</section>\n");
@@ -661,4 +655,30 @@ mod tests {
             "&lt;script&gt;alert(&#39;x&#39;) &amp; &quot;y&quot;&lt;/script&gt;"
         );
     }
+}
+
+/// One chart as the page shows it: the SVG labelled for screen readers, in a figure with its
+/// "how to read" caption.
+pub(crate) fn figure_html(
+    id: &str,
+    title: &str,
+    how_to_read: &str,
+    wide: bool,
+    svg: &str,
+) -> String {
+    let svg = match svg.find("<svg") {
+        Some(i) => format!(
+            "<svg role=\"img\" aria-label=\"{}\"{}",
+            esc(title),
+            &svg[i + 4..]
+        ),
+        None => svg.to_string(),
+    };
+    format!(
+        "<figure id=\"chart-{}\" class=\"chart{}\">\n{}\n<figcaption>{}</figcaption>\n</figure>",
+        esc(id),
+        if wide { " wide" } else { "" },
+        svg.trim(),
+        esc(how_to_read)
+    )
 }
