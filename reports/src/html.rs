@@ -644,19 +644,6 @@ fn gates(h: &mut String, run: &RunModel) {
     h.push_str("</tbody></table></div>\n</section>\n");
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn escapes_markup_and_quotes() {
-        assert_eq!(
-            esc("<script>alert('x') & \"y\"</script>"),
-            "&lt;script&gt;alert(&#39;x&#39;) &amp; &quot;y&quot;&lt;/script&gt;"
-        );
-    }
-}
-
 /// One chart as the page shows it: the SVG labelled for screen readers, in a figure with its
 /// "how to read" caption.
 pub(crate) fn figure_html(
@@ -681,4 +668,17 @@ pub(crate) fn figure_html(
         svg.trim(),
         esc(how_to_read)
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escapes_markup_and_quotes() {
+        assert_eq!(
+            esc("<script>alert('x') & \"y\"</script>"),
+            "&lt;script&gt;alert(&#39;x&#39;) &amp; &quot;y&quot;&lt;/script&gt;"
+        );
+    }
 }
