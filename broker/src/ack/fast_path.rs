@@ -66,6 +66,9 @@ pub async fn try_full_batch(app: &App, tenant: Uuid, group: &AckGroup) -> Option
                 &app.metrics.acks_registry
             };
             Metrics::add(path, n);
+            // A folded row's verdict reaches each of its requests, so this would count its
+            // offsets once per request; folding needs two requests for one lease, and a lease's
+            // registry entry is taken by one hit only, so over the wire it counts once.
             if app.fusion.is_some() {
                 Metrics::add(&app.metrics.messages_acked, acked.max(0) as u64);
             }

@@ -196,17 +196,9 @@ async fn flush(pool: &Pool, stats: &FusionStats, batch: Vec<Waiter>) {
                     }
                     _ => stats.rejected.fetch_add(row.waiters.len() as u64, Relaxed),
                 };
-                // Folded requests share the row's verdict; only the first carries its `acked`,
-                // so the offsets committed are counted once.
-                for (k, w) in row.waiters.into_iter().enumerate() {
-                    let v = match &verdict {
-                        Verdict::Committed { lease_released, .. } if k > 0 => Verdict::Committed {
-                            acked: 0,
-                            lease_released: *lease_released,
-                        },
-                        other => other.clone(),
-                    };
-                    let _ = w.send(v);
+                // Every folded request receives the row's verdict (sound by monotonicity).
+                for w in row.waiters {
+                    let _ = w.send(verdict.clone());
                 }
             }
         }

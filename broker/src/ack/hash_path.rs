@@ -228,7 +228,8 @@ fn resolved_item(item: &AckItem, offset: Option<i64>, filing: Option<&DlqFiling>
     }
 }
 
-fn success(item: &AckItem) -> AckResult {
+/// The answer of an item that took effect (flags set by the caller).
+pub(crate) fn success(item: &AckItem) -> AckResult {
     AckResult {
         index: item.index,
         transaction_id: item.transaction_id.clone(),

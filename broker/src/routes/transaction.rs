@@ -44,6 +44,7 @@ use serde_json::{json, Value};
 use uuid::Uuid;
 
 use crate::ack::dlq_filing::{self, DlqFiling};
+use crate::ack::hash_path::success;
 use crate::ack::registry::Positions;
 use crate::ack::{self, AckGroup, AckItem, AckStatus, HashOutcome, PositionalOutcome};
 use crate::app::App;
@@ -482,18 +483,6 @@ async fn hash_results(
             r
         })
         .collect())
-}
-
-fn success(item: &AckItem) -> AckResult {
-    AckResult {
-        index: item.index,
-        transaction_id: item.transaction_id.clone(),
-        success: true,
-        error: None,
-        lease_released: false,
-        dlq: false,
-        noop: false,
-    }
 }
 
 fn failure(item: &AckItem, error: String) -> AckResult {

@@ -325,7 +325,7 @@ async fn measure_step(
     let ctx = Arc::new(CellContext::new(target.client.clone(), groups));
     cell::prefill(cr, &queue, &ctx, progress).await?;
     let workers = cell::spawn_workers(cr, &queue, &ctx);
-    let measured = if warm_up(label, plan.warmup_secs, &ctx, cancel, progress).await {
+    let measured = if cell::warm_up(label, plan.warmup_secs, &ctx, cancel, progress).await {
         None
     } else {
         window(cr, target, plan, label, &ctx, cancel, progress).await
@@ -334,38 +334,6 @@ async fn measure_step(
     cell::stop_workers(workers).await;
     progress.finish();
     Ok(measured)
-}
-
-/// The warm-up with a progress line each second; true when interrupted.
-async fn warm_up(
-    label: &str,
-    secs: f64,
-    ctx: &CellContext,
-    cancel: &watch::Receiver<bool>,
-    progress: &mut Progress,
-) -> bool {
-    let started = tokio::time::Instant::now();
-    let total = Duration::from_secs_f64(secs);
-    let mut last = ctx.counters.values();
-    while started.elapsed() < total {
-        let step = Duration::from_secs(1).min(total - started.elapsed());
-        tokio::time::sleep(step).await;
-        if *cancel.borrow() {
-            return true;
-        }
-        let now = ctx.counters.values();
-        let dt = step.as_secs_f64().max(1e-3);
-        progress.update(&format!(
-            "{label} warm-up {:>3.0}/{secs:.0}s  push {:>7.0}/s  ack {:>7.0}/s  backlog {:>7}  errors {}",
-            started.elapsed().as_secs_f64(),
-            (now.pushed_messages - last.pushed_messages) / dt,
-            (now.acked_messages - last.acked_messages) / dt,
-            ctx.ledger.backlog(),
-            now.errors
-        ));
-        last = now;
-    }
-    *cancel.borrow()
 }
 
 /// The measured window and the step's figures (not yet judged); `None` when interrupted.

@@ -355,15 +355,34 @@ pub(crate) async fn stop_workers(workers: Vec<JoinHandle<()>>) {
     }
 }
 
-/// Runs the warm-up with a progress line each second; true when interrupted.
+/// Runs the cell round's warm-up; true when interrupted.
 async fn warmup(
     cr: &CellRound<'_>,
     ctx: &CellContext,
     cancel: &watch::Receiver<bool>,
     progress: &mut Progress,
 ) -> bool {
-    let total = Duration::from_secs_f64(cr.scenario.run.warmup_secs);
-    let started = Instant::now();
+    warm_up(
+        &cr.label(),
+        cr.scenario.run.warmup_secs,
+        ctx,
+        cancel,
+        progress,
+    )
+    .await
+}
+
+/// A warm-up of `secs` with a progress line each second (nothing is recorded); true when
+/// interrupted. Shared by `run` and `capacity`.
+pub(crate) async fn warm_up(
+    label: &str,
+    secs: f64,
+    ctx: &CellContext,
+    cancel: &watch::Receiver<bool>,
+    progress: &mut Progress,
+) -> bool {
+    let started = tokio::time::Instant::now();
+    let total = Duration::from_secs_f64(secs);
     let mut last = ctx.counters.values();
     while started.elapsed() < total {
         let step = Duration::from_secs(1).min(total - started.elapsed());
@@ -374,10 +393,8 @@ async fn warmup(
         let now = ctx.counters.values();
         let dt = step.as_secs_f64().max(1e-3);
         progress.update(&format!(
-            "{} warm-up {:>3.0}/{:.0}s  push {:>7.0}/s  ack {:>7.0}/s  backlog {:>7}  errors {}",
-            cr.label(),
+            "{label} warm-up {:>3.0}/{secs:.0}s  push {:>7.0}/s  ack {:>7.0}/s  backlog {:>7}  errors {}",
             started.elapsed().as_secs_f64(),
-            total.as_secs_f64(),
             (now.pushed_messages - last.pushed_messages) / dt,
             (now.acked_messages - last.acked_messages) / dt,
             ctx.ledger.backlog(),
@@ -385,7 +402,7 @@ async fn warmup(
         ));
         last = now;
     }
-    false
+    *cancel.borrow()
 }
 
 /// The measured window: its edge snapshots and per-second samples.
