@@ -1039,19 +1039,7 @@ fn facts_section(h: &mut String, r: &CapacityResults) {
         let _ = writeln!(h, "<dt>{}</dt><dd>{}</dd>", esc(k), esc(v));
     }
     h.push_str("</dl>\n");
-    if !m.notes.is_empty() {
-        h.push_str("<h3>Notes</h3><ul>\n");
-        for n in &m.notes {
-            let _ = writeln!(h, "<li>{}</li>", esc(n));
-        }
-        h.push_str("</ul>\n");
-    }
-    let _ = writeln!(
-        h,
-        "<details><summary>Scenario file as run ({})</summary>\n<pre>{}</pre>\n</details>\n</section>",
-        esc(&m.scenario.name),
-        esc(&m.scenario.text)
-    );
+    crate::html::notes_and_scenario(h, &m.notes, &m.scenario.name, &m.scenario.text);
 }
 
 #[cfg(test)]

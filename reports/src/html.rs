@@ -308,19 +308,7 @@ fn run_facts(h: &mut String, run: &RunModel, id: &str) {
         );
     }
     h.push_str("</dl>\n");
-    if !hd.notes.is_empty() {
-        h.push_str("<h3>Notes</h3><ul>\n");
-        for n in &hd.notes {
-            let _ = writeln!(h, "<li>{}</li>", esc(n));
-        }
-        h.push_str("</ul>\n");
-    }
-    let _ = writeln!(
-        h,
-        "<details><summary>Scenario file as run ({})</summary>\n<pre>{}</pre>\n</details>\n</section>",
-        esc(&hd.scenario_name),
-        esc(&hd.scenario_text)
-    );
+    notes_and_scenario(h, &hd.notes, &hd.scenario_name, &hd.scenario_text);
 }
 
 fn value_html(f: &FigureCell, with_ratio: bool) -> String {
@@ -642,6 +630,28 @@ fn gates(h: &mut String, run: &RunModel) {
         );
     }
     h.push_str("</tbody></table></div>\n</section>\n");
+}
+
+/// The end of a page's "run" section: the run's notes and the scenario file as run, collapsed.
+pub(crate) fn notes_and_scenario(
+    h: &mut String,
+    notes: &[String],
+    scenario_name: &str,
+    scenario_text: &str,
+) {
+    if !notes.is_empty() {
+        h.push_str("<h3>Notes</h3><ul>\n");
+        for n in notes {
+            let _ = writeln!(h, "<li>{}</li>", esc(n));
+        }
+        h.push_str("</ul>\n");
+    }
+    let _ = writeln!(
+        h,
+        "<details><summary>Scenario file as run ({})</summary>\n<pre>{}</pre>\n</details>\n</section>",
+        esc(scenario_name),
+        esc(scenario_text)
+    );
 }
 
 /// One chart as the page shows it: the SVG labelled for screen readers, in a figure with its

@@ -249,10 +249,7 @@ pub(crate) async fn prefill(
                         payload.remove("ts");
                     }
                 }
-                let txns = items
-                    .iter()
-                    .map(|i| i["transactionId"].as_str().unwrap_or_default().to_string());
-                let txns: Vec<String> = txns.collect();
+                let txns = producer::transaction_ids(&items);
                 ctx.client
                     .push(items)
                     .await

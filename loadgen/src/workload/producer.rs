@@ -55,10 +55,7 @@ pub async fn run(plan: ProducerPlan, ctx: Arc<CellContext>) {
         };
         let intended_us = now_us().saturating_sub(intended.elapsed().as_micros() as u64);
         let items = batch_items(&plan, seq, partition, intended_us);
-        let txns: Vec<String> = items
-            .iter()
-            .map(|i| i["transactionId"].as_str().unwrap_or_default().to_string())
-            .collect();
+        let txns = transaction_ids(&items);
         let sent = Instant::now();
         if interval.is_some() {
             // Schedule lag: how late the send starts against its intended time (a producer
@@ -98,5 +95,13 @@ pub fn batch_items(plan: &ProducerPlan, seq: u64, partition: u32, intended_us: u
                 "payload": {"ts": intended_us, "pad": pad},
             })
         })
+        .collect()
+}
+
+/// The transactionIds of push items, in order (what the ledger books once the push succeeds).
+pub fn transaction_ids(items: &[Value]) -> Vec<String> {
+    items
+        .iter()
+        .map(|i| i["transactionId"].as_str().unwrap_or_default().to_string())
         .collect()
 }
