@@ -8,6 +8,10 @@ use crate::ack::registry::AckRegistry;
 use crate::config::Config;
 use crate::longpoll::LongPoll;
 use crate::metrics::Metrics;
+use crate::pop::fusion::PopFusion;
+use crate::pop::hotlist::Hotlist;
+use crate::pop::PartitionIds;
+use crate::segment_cache::SegmentCache;
 use crate::storage::DbError;
 
 pub struct App {
@@ -20,6 +24,14 @@ pub struct App {
     pub registry: Option<AckRegistry>,
     /// Ack fusion, when `QUEEN_ACK_FUSION` is on (it fuses registry hits).
     pub fusion: Option<AckFusion>,
+    /// Candidate partitions per (queue, group), when `QUEEN_HOTLIST` is on.
+    pub hotlist: Option<Hotlist>,
+    /// Pop fusion, when `QUEEN_POP_FUSION` is on.
+    pub pop_fusion: Option<PopFusion>,
+    /// Decoded segments shared by push (write-through) and pop (`QUEEN_SEGMENT_CACHE_MB`).
+    pub segments: SegmentCache,
+    /// Named partitions' ids, resolved once.
+    pub partition_ids: PartitionIds,
 }
 
 impl App {
@@ -37,9 +49,20 @@ impl App {
                 config.ack_fusion_max_rows,
             )
         });
+        let hotlist = config
+            .hotlist
+            .then(|| Hotlist::new(std::time::Duration::from_millis(config.hotlist_reseed_ms)));
+        let pop_fusion = config.pop_fusion.then(|| {
+            let hold = std::time::Duration::from_millis(config.pop_fusion_hold_ms);
+            PopFusion::start(pool.clone(), config.pop_fusion_shards, hold)
+        });
         App {
             registry,
             fusion,
+            hotlist,
+            pop_fusion,
+            segments: SegmentCache::new(config.segment_cache_mb),
+            partition_ids: PartitionIds::default(),
             config,
             pool,
             metrics: Metrics::default(),

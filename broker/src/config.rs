@@ -28,6 +28,18 @@ pub struct Config {
     /// How often a parked long-poll re-checks the database without a wake-up (pushes through
     /// another broker, lease expiries). Not an environment variable: a fixed liveness bound.
     pub long_poll_recheck_ms: u64,
+    /// `QUEEN_HOTLIST`: wildcard pops claim from broker-side candidate lists.
+    pub hotlist: bool,
+    /// `QUEEN_HOTLIST_RESEED_MS`: how often a candidate list is reseeded from PostgreSQL.
+    pub hotlist_reseed_ms: u64,
+    /// `QUEEN_POP_PENDING_GATE`: a long-poll with no candidate parks without database work.
+    pub pop_pending_gate: bool,
+    /// `QUEEN_POP_FUSION`: concurrent pops claim in one transaction.
+    pub pop_fusion: bool,
+    pub pop_fusion_shards: usize,
+    pub pop_fusion_hold_ms: u64,
+    /// `QUEEN_SEGMENT_CACHE_MB`: decoded segments held for pops (0 turns the cache off).
+    pub segment_cache_mb: usize,
 }
 
 /// A configuration variable that could not be used, named.
@@ -113,6 +125,13 @@ impl Config {
             )?,
             max_body_bytes: vars.number("QUEEN_MAX_BODY_BYTES", 16 << 20, 1024, 1 << 30)?,
             long_poll_recheck_ms: 500,
+            hotlist: vars.flag("QUEEN_HOTLIST", true)?,
+            hotlist_reseed_ms: vars.number("QUEEN_HOTLIST_RESEED_MS", 30_000, 100, 86_400_000)?,
+            pop_pending_gate: vars.flag("QUEEN_POP_PENDING_GATE", true)?,
+            pop_fusion: vars.flag("QUEEN_POP_FUSION", true)?,
+            pop_fusion_shards: vars.number("QUEEN_POP_FUSION_SHARDS", 4, 1, 1024)?,
+            pop_fusion_hold_ms: vars.number("QUEEN_POP_FUSION_HOLD_MS", 3, 1, 60_000)?,
+            segment_cache_mb: vars.number("QUEEN_SEGMENT_CACHE_MB", 256, 0, 1 << 20)?,
         })
     }
 

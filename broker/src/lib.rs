@@ -6,6 +6,7 @@
 //! - `http`: connections, request reading, the route table, error answers;
 //! - `routes`: one module per route family (push, pop, ack, lease, transaction, dlq, ...);
 //! - `storage`: the pool and the embedded migrations of `sql/` (all SQL lives there);
+//! - `pop`: the pop domain (hotlist, pop fusion, claims); `segment_cache`: decoded segments;
 //! - `segment`: packing and unpacking the compressed frames of a segment;
 //! - `longpoll`: parked pops woken by pushes; `retention`: the background purge;
 //! - `config`, `metrics`, `app`: environment, counters, shared state.
@@ -16,9 +17,11 @@ pub mod config;
 pub mod http;
 pub mod longpoll;
 pub mod metrics;
+pub mod pop;
 pub mod retention;
 pub mod routes;
 pub mod segment;
+pub mod segment_cache;
 pub mod storage;
 
 use std::net::SocketAddr;

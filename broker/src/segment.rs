@@ -27,6 +27,12 @@ pub struct Frame {
 
 /// Packs and compresses frames into a blob.
 pub fn pack(frames: &[FrameRef<'_>]) -> Vec<u8> {
+    compress(&pack_raw(frames))
+}
+
+/// Lays frames out uncompressed (what `compress` turns into a blob, and what the segment cache
+/// indexes without decompressing).
+pub fn pack_raw(frames: &[FrameRef<'_>]) -> Vec<u8> {
     let size: usize = frames
         .iter()
         .map(|f| 24 + f.transaction_id.len() + f.payload.len())
@@ -41,17 +47,24 @@ pub fn pack(frames: &[FrameRef<'_>]) -> Vec<u8> {
         raw.extend_from_slice(&(f.payload.len() as u32).to_le_bytes());
         raw.extend_from_slice(f.payload);
     }
-    lz4_flex::compress_prepend_size(&raw)
+    raw
+}
+
+/// Compresses an uncompressed segment into a blob.
+pub fn compress(raw: &[u8]) -> Vec<u8> {
+    lz4_flex::compress_prepend_size(raw)
+}
+
+/// Decompresses a blob into its uncompressed layout.
+pub fn decompress(blob: &[u8]) -> Result<Vec<u8>, String> {
+    lz4_flex::decompress_size_prepended(blob).map_err(|e| format!("corrupt segment: {e}"))
 }
 
 /// Decompresses and unpacks every frame of a blob.
 pub fn unpack(blob: &[u8]) -> Result<Vec<Frame>, String> {
-    let raw =
-        lz4_flex::decompress_size_prepended(blob).map_err(|e| format!("corrupt segment: {e}"))?;
-    let mut r = Reader { buf: &raw, pos: 0 };
-    if r.take(1)?[0] != FORMAT_V1 {
-        return Err("segment has an unknown format".into());
-    }
+    let raw = decompress(blob)?;
+    let mut r = Cursor::new(&raw);
+    r.header()?;
     let count = r.u32()? as usize;
     let mut frames = Vec::with_capacity(count.min(1 << 16));
     for _ in 0..count {
@@ -70,13 +83,30 @@ pub fn unpack(blob: &[u8]) -> Result<Vec<Frame>, String> {
     Ok(frames)
 }
 
-struct Reader<'a> {
+/// Reads an uncompressed segment front to back, refusing truncation.
+pub(crate) struct Cursor<'a> {
     buf: &'a [u8],
     pos: usize,
 }
 
-impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
+impl<'a> Cursor<'a> {
+    pub(crate) fn new(buf: &'a [u8]) -> Cursor<'a> {
+        Cursor { buf, pos: 0 }
+    }
+
+    pub(crate) fn pos(&self) -> usize {
+        self.pos
+    }
+
+    /// The format byte.
+    pub(crate) fn header(&mut self) -> Result<(), String> {
+        if self.take(1)?[0] != FORMAT_V1 {
+            return Err("segment has an unknown format".into());
+        }
+        Ok(())
+    }
+
+    pub(crate) fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
         let end = self.pos.checked_add(n).filter(|&e| e <= self.buf.len());
         let end = end.ok_or_else(|| "segment is truncated".to_string())?;
         let s = &self.buf[self.pos..end];
@@ -84,7 +114,7 @@ impl<'a> Reader<'a> {
         Ok(s)
     }
 
-    fn u32(&mut self) -> Result<u32, String> {
+    pub(crate) fn u32(&mut self) -> Result<u32, String> {
         Ok(u32::from_le_bytes(
             self.take(4)?.try_into().expect("4 bytes"),
         ))

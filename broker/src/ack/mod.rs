@@ -165,6 +165,13 @@ pub async fn ack_items(
 /// poppable again without any push).
 fn wake_on_release(app: &App, group: &AckGroup, results: &[AckResult]) {
     if results.iter().any(|r| r.lease_released) {
+        if let Some(hot) = &app.hotlist {
+            let completed = group
+                .items
+                .iter()
+                .all(|i| matches!(i.status, AckStatus::Completed));
+            hot.released(group.partition_id, &group.consumer_group, completed);
+        }
         app.long_poll
             .released(group.partition_id, &group.consumer_group);
     }

@@ -1,58 +1,24 @@
 //! The three pop routes: a named partition, a wildcard over a queue's partitions, and discovery
 //! across queues by namespace/task.
 //!
-//! A pop mints one leaseId (UUIDv7) per request, shared by every partition it leases, calls the
-//! matching `queen.log_pop*_v1` procedure, and unpacks from the returned segments only the
-//! frames inside each claimed span. With `wait=true` an empty pop parks in `longpoll` without a
-//! database connection until a push to its queue (or the periodic re-check) finds messages, or
-//! its deadline passes (204).
+//! This module parses the request and writes the answer; `crate::pop` decides what to claim
+//! and delivers decoded frames. With `wait=true` an empty pop parks in `longpoll` without a
+//! database connection until a push (or an ack releasing a lease) wakes it, or the periodic
+//! re-check finds messages, or its deadline passes (204). The answer is written straight into
+//! one buffer: payloads are stored JSON text and go out as they are.
 
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
+use bytes::Bytes;
 use hyper::StatusCode;
-use serde::Serialize;
-use serde_json::value::RawValue;
-use tokio_postgres::Row;
 use uuid::Uuid;
 
 use crate::app::App;
 use crate::http::{self, Answer, ApiError, Request, Route};
 use crate::longpoll::Scope;
 use crate::metrics::Metrics;
-use crate::segment;
-use crate::storage::DbError;
-use ackbench_wire::{txn_hash, TxnHash, QUEUE_MODE_GROUP};
-
-/// Which partitions a pop may lease.
-#[derive(Debug, Clone)]
-pub enum Target {
-    Partition {
-        queue: String,
-        partition: String,
-    },
-    Queue {
-        queue: String,
-        partitions: i32,
-    },
-    Discover {
-        namespace: String,
-        task: String,
-        partitions: i32,
-    },
-}
-
-/// A validated pop request.
-#[derive(Debug, Clone)]
-pub struct PopParams {
-    pub target: Target,
-    pub batch: i32,
-    pub wait: bool,
-    pub timeout: Duration,
-    pub group: Option<String>,
-    pub subscription_new: bool,
-    pub auto_ack: bool,
-    pub lease_seconds: Option<i32>,
-}
+use crate::pop::{Delivery, PopParams, Target};
+use ackbench_wire::QUEUE_MODE_GROUP;
 
 /// The span one partition delivered, with what the ack registry needs.
 pub struct LeasedSpan {
@@ -60,9 +26,9 @@ pub struct LeasedSpan {
     pub queue: String,
     pub partition: String,
     pub span_end: i64,
-    pub lease_expires_at: Option<SystemTime>,
+    pub lease_expires_at: Option<std::time::SystemTime>,
     /// (hash, offset) of every delivered frame.
-    pub frames: Vec<(TxnHash, i64)>,
+    pub frames: Vec<(ackbench_wire::TxnHash, i64)>,
 }
 
 pub async fn handle(app: &App, req: &Request) -> Result<Answer, ApiError> {
@@ -79,14 +45,15 @@ pub async fn handle(app: &App, req: &Request) -> Result<Answer, ApiError> {
             .park(scope, params.group.as_deref().unwrap_or(QUEUE_MODE_GROUP))
     });
     let mut parked = false;
+    let mut recheck = false;
     loop {
         let notified = waiter.as_ref().map(|w| w.slot().notify.notified());
         tokio::pin!(notified);
         if let Some(n) = notified.as_mut().as_pin_mut() {
             n.enable();
         }
-        if let Some(answer) = pop_once(app, req.tenant, &params).await? {
-            return Ok(answer);
+        if let Some(delivery) = crate::pop::pop_once(app, req.tenant, &params, recheck).await? {
+            return Ok(deliver(app, req.tenant, &params, delivery));
         }
         let now = Instant::now();
         if !params.wait || now >= deadline {
@@ -97,17 +64,20 @@ pub async fn handle(app: &App, req: &Request) -> Result<Answer, ApiError> {
             parked = true;
             Metrics::add(&app.metrics.long_poll_parked, 1);
         }
-        let recheck = Duration::from_millis(app.config.long_poll_recheck_ms).min(deadline - now);
+        let recheck_in = Duration::from_millis(app.config.long_poll_recheck_ms).min(deadline - now);
         let woken = async {
             match notified.as_mut().as_pin_mut() {
                 Some(n) => n.await,
                 None => std::future::pending().await,
             }
         };
-        tokio::select! {
-            _ = woken => Metrics::add(&app.metrics.long_poll_woken, 1),
-            _ = tokio::time::sleep(recheck) => {}
-        }
+        recheck = tokio::select! {
+            _ = woken => {
+                Metrics::add(&app.metrics.long_poll_woken, 1);
+                false
+            }
+            _ = tokio::time::sleep(recheck_in) => true,
+        };
     }
 }
 
@@ -197,195 +167,96 @@ fn bool_param(req: &Request, name: &str) -> Result<bool, ApiError> {
     }
 }
 
-/// One attempt: claim and unpack, or `None` when there is nothing to deliver.
-async fn pop_once(app: &App, tenant: Uuid, p: &PopParams) -> Result<Option<Answer>, ApiError> {
-    let worker = if p.auto_ack {
-        String::new()
-    } else {
-        Uuid::now_v7().to_string()
-    };
-    let group = p.group.as_deref().unwrap_or(QUEUE_MODE_GROUP);
-    let rows = claim(app, tenant, p, group, &worker).await?;
-    if rows.is_empty() {
-        return Ok(None);
-    }
-    let (answer, spans) = build_answer(&rows, p, &worker)?;
+/// Answers a delivery, and hands its spans to the ack registry.
+fn deliver(app: &App, tenant: Uuid, p: &PopParams, d: Delivery) -> Answer {
+    let (body, spans) = write_answer(p, &d);
     Metrics::add(
         &app.metrics.messages_delivered,
-        answer.messages.len() as u64,
+        spans.iter().map(|s| s.frames.len() as u64).sum(),
     );
     for span in &spans {
         app.long_poll.learn(tenant, span.partition_id, &span.queue);
     }
     if !p.auto_ack {
-        crate::routes::on_leased(app, tenant, group, &worker, &spans);
+        crate::routes::on_leased(app, tenant, p.group_name(), &d.worker, &spans);
     }
-    Ok(Some(http::json(StatusCode::OK, &answer)))
+    http::with_type(StatusCode::OK, Bytes::from(body), "application/json")
 }
 
-async fn claim(
-    app: &App,
-    tenant: Uuid,
-    p: &PopParams,
-    group: &str,
-    worker: &str,
-) -> Result<Vec<Row>, ApiError> {
-    const COLUMNS: &str =
-        "partition_id, queue_name, partition_name, span_start, span_end, attempt, \
-         lease_expires_at, seg_base, seg_created, blob";
-    let db = app.db("pop").await?;
-    let common = (&p.batch, &p.lease_seconds, &p.subscription_new, &p.auto_ack);
-    let result = match &p.target {
-        Target::Partition { queue, partition } => {
-            let sql = format!(
-                "SELECT {COLUMNS} FROM queen.log_pop_v1($1, $2, $3, $4, $5, $6, $7, $8, $9)"
-            );
-            let stmt = db
-                .prepare_cached(&sql)
-                .await
-                .map_err(|e| DbError::from_pg("log_pop_v1", e))?;
-            db.query(
-                &stmt,
-                &[
-                    &tenant, queue, partition, &group, &worker, common.0, common.1, common.2,
-                    common.3,
-                ],
-            )
-            .await
-        }
-        Target::Queue { queue, partitions } => {
-            let sql =
-                format!("SELECT {COLUMNS} FROM queen.log_pop_wildcard_v1($1, $2, $3, $4, $5, $6, $7, $8, $9)");
-            let stmt = db
-                .prepare_cached(&sql)
-                .await
-                .map_err(|e| DbError::from_pg("log_pop_wildcard_v1", e))?;
-            db.query(
-                &stmt,
-                &[
-                    &tenant, queue, &group, &worker, common.0, partitions, common.1, common.2,
-                    common.3,
-                ],
-            )
-            .await
-        }
-        Target::Discover {
-            namespace,
-            task,
-            partitions,
-        } => {
-            let sql = format!(
-                "SELECT {COLUMNS} FROM queen.log_pop_discover_v1($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
-            );
-            let stmt = db
-                .prepare_cached(&sql)
-                .await
-                .map_err(|e| DbError::from_pg("log_pop_discover_v1", e))?;
-            db.query(
-                &stmt,
-                &[
-                    &tenant, namespace, task, &group, &worker, common.0, partitions, common.1,
-                    common.2, common.3,
-                ],
-            )
-            .await
-        }
-    };
-    result.map_err(|e| ApiError::from(DbError::from_pg("pop", e)))
-}
-
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct PopAnswer<'a> {
-    success: bool,
-    queue: &'a str,
-    partition: &'a str,
-    partition_id: String,
-    lease_id: &'a str,
-    consumer_group: Option<&'a str>,
-    partitions_claimed: usize,
-    messages: Vec<MessageOut<'a>>,
-}
-
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct MessageOut<'a> {
-    id: String,
-    transaction_id: String,
-    data: Box<RawValue>,
-    created_at: String,
-    queue: &'a str,
-    partition: &'a str,
-    partition_id: String,
-    lease_id: &'a str,
-    consumer_group: Option<&'a str>,
-    delivery_attempt: i32,
-}
-
-/// Unpacks the frames inside each claimed span, in partition then offset order.
-fn build_answer<'a>(
-    rows: &'a [Row],
-    p: &'a PopParams,
-    worker: &'a str,
-) -> Result<(PopAnswer<'a>, Vec<LeasedSpan>), ApiError> {
+/// Writes the pop answer (`wire.md`): the first span's queue and partition at the top, then
+/// every delivered message in partition then offset order.
+fn write_answer(p: &PopParams, d: &Delivery) -> (Vec<u8>, Vec<LeasedSpan>) {
     let group = p.group.as_deref();
-    let mut messages = Vec::new();
-    let mut spans: Vec<LeasedSpan> = Vec::new();
-    for row in rows {
-        let pid: Uuid = row.get("partition_id");
-        let (start, end): (i64, i64) = (row.get("span_start"), row.get("span_end"));
-        if spans.last().is_none_or(|s| s.partition_id != pid) {
-            spans.push(LeasedSpan {
-                partition_id: pid,
-                queue: row.get("queue_name"),
-                partition: row.get("partition_name"),
-                span_end: end,
-                lease_expires_at: row.get("lease_expires_at"),
-                frames: Vec::new(),
-            });
-        }
-        let base: i64 = row.get("seg_base");
-        let created: SystemTime = row.get("seg_created");
-        let created_at = humantime::format_rfc3339_micros(created).to_string();
-        let frames = segment::unpack(row.get("blob")).map_err(|e| {
-            tracing::error!(partition_id = %pid, base, error = %e, "stored segment cannot be unpacked");
-            ApiError::internal(format!("segment of partition {pid} at {base}: {e}"))
-        })?;
-        for (k, frame) in frames.into_iter().enumerate() {
-            let offset = base + k as i64;
-            if offset < start || offset > end {
-                continue;
+    let mut out = Vec::with_capacity(512 + 384 * d.spans.len());
+    let first = &d.spans[0];
+    out.extend_from_slice(b"{\"success\":true,\"queue\":");
+    json_str(&mut out, &first.queue);
+    out.extend_from_slice(b",\"partition\":");
+    json_str(&mut out, &first.partition);
+    out.extend_from_slice(b",\"partitionId\":\"");
+    push_uuid(&mut out, first.partition_id);
+    out.extend_from_slice(b"\",\"leaseId\":");
+    json_str(&mut out, &d.worker);
+    out.extend_from_slice(b",\"consumerGroup\":");
+    json_opt_str(&mut out, group);
+    out.extend_from_slice(
+        format!(",\"partitionsClaimed\":{},\"messages\":[", d.spans.len()).as_bytes(),
+    );
+    let mut spans = Vec::with_capacity(d.spans.len());
+    let mut comma = false;
+    for span in &d.spans {
+        let mut leased = LeasedSpan {
+            partition_id: span.partition_id,
+            queue: span.queue.clone(),
+            partition: span.partition.clone(),
+            span_end: span.span_end,
+            lease_expires_at: span.lease_expires_at,
+            frames: Vec::with_capacity((span.span_end - span.span_start + 1) as usize),
+        };
+        for (offset, frame, created_at) in span.frames() {
+            if comma {
+                out.push(b',');
             }
-            let data = RawValue::from_string(String::from_utf8_lossy(&frame.payload).into_owned())
-                .map_err(|e| {
-                    ApiError::internal(format!("stored payload at {pid}/{offset} is not JSON: {e}"))
-                })?;
-            let span = spans.last_mut().expect("pushed above");
-            span.frames.push((txn_hash(&frame.transaction_id), offset));
-            messages.push(MessageOut {
-                id: frame.message_id.to_string(),
-                transaction_id: frame.transaction_id,
-                data,
-                created_at: created_at.clone(),
-                queue: row.get("queue_name"),
-                partition: row.get("partition_name"),
-                partition_id: pid.to_string(),
-                lease_id: worker,
-                consumer_group: group,
-                delivery_attempt: row.get("attempt"),
-            });
+            comma = true;
+            out.extend_from_slice(b"{\"id\":\"");
+            push_uuid(&mut out, frame.message_id);
+            out.extend_from_slice(b"\",\"transactionId\":");
+            json_str(&mut out, frame.transaction_id);
+            out.extend_from_slice(b",\"data\":");
+            out.extend_from_slice(frame.payload.as_bytes());
+            out.extend_from_slice(b",\"createdAt\":\"");
+            out.extend_from_slice(created_at.as_bytes());
+            out.extend_from_slice(b"\",\"queue\":");
+            json_str(&mut out, &span.queue);
+            out.extend_from_slice(b",\"partition\":");
+            json_str(&mut out, &span.partition);
+            out.extend_from_slice(b",\"partitionId\":\"");
+            push_uuid(&mut out, span.partition_id);
+            out.extend_from_slice(b"\",\"leaseId\":");
+            json_str(&mut out, &d.worker);
+            out.extend_from_slice(b",\"consumerGroup\":");
+            json_opt_str(&mut out, group);
+            out.extend_from_slice(format!(",\"deliveryAttempt\":{}}}", span.attempt).as_bytes());
+            leased.frames.push((frame.hash, offset));
         }
+        spans.push(leased);
     }
-    let first = &rows[0];
-    let answer = PopAnswer {
-        success: true,
-        queue: first.get("queue_name"),
-        partition: first.get("partition_name"),
-        partition_id: first.get::<_, Uuid>("partition_id").to_string(),
-        lease_id: worker,
-        consumer_group: group,
-        partitions_claimed: spans.len(),
-        messages,
-    };
-    Ok((answer, spans))
+    out.extend_from_slice(b"]}");
+    (out, spans)
+}
+
+fn json_str(out: &mut Vec<u8>, s: &str) {
+    serde_json::to_writer(&mut *out, s).expect("writing to a Vec cannot fail");
+}
+
+fn json_opt_str(out: &mut Vec<u8>, s: Option<&str>) {
+    match s {
+        Some(s) => json_str(out, s),
+        None => out.extend_from_slice(b"null"),
+    }
+}
+
+fn push_uuid(out: &mut Vec<u8>, id: Uuid) {
+    let mut buf = Uuid::encode_buffer();
+    out.extend_from_slice(id.hyphenated().encode_lower(&mut buf).as_bytes());
 }

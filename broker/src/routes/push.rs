@@ -106,7 +106,7 @@ pub async fn push_items(
     let db = app.db("push").await?;
     let stmt = db
         .prepare_cached(
-            "SELECT ordinal, partition_id, written, dup_index, dup_offset, dup_first \
+            "SELECT ordinal, partition_id, written, dup_index, dup_offset, dup_first, base_offset \
                          FROM queen.log_push_v1($1, $2, $3, $4, $5)",
         )
         .await
@@ -134,6 +134,9 @@ pub async fn push_items(
             let members = &call.members[row.get::<_, i32>("ordinal") as usize - 1];
             if written {
                 members.iter().for_each(|&i| outcome[i] = Outcome::Queued);
+                let (pid, base): (Uuid, i64) = (row.get("partition_id"), row.get("base_offset"));
+                let queue = &items[members[0]].queue;
+                crate::pop::on_pushed(app, tenant, queue, pid, base + members.len() as i64 - 1);
                 continue;
             }
             let pid: Uuid = row.get("partition_id");

@@ -1,0 +1,230 @@
+//! The pop procedures' calls (`sql/012_pop_engine.sql`): claiming jobs in one transaction, the
+//! SQL wildcard, the hotlist's seed, and resolving a named partition. Rows come back typed;
+//! nothing here knows about HTTP or about the hotlist.
+
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use deadpool_postgres::Object;
+use tokio_postgres::Row;
+use uuid::Uuid;
+
+use crate::segment_cache::DecodedSegment;
+use crate::storage::DbError;
+
+/// One pop's claim: which group, under which leaseId, from which candidate partitions.
+pub struct PopJob {
+    pub group: String,
+    pub worker: String,
+    pub batch: i32,
+    pub max_partitions: i32,
+    pub lease_seconds: Option<i32>,
+    pub auto_ack: bool,
+    pub candidates: Vec<Uuid>,
+    /// Segments of the candidates this broker holds decoded (their blobs are not shipped).
+    pub cached: Vec<(Uuid, Arc<DecodedSegment>)>,
+}
+
+/// One segment row of a claimed span.
+pub struct ClaimRow {
+    pub partition_id: Uuid,
+    pub queue_name: String,
+    pub partition_name: String,
+    pub span_start: i64,
+    pub span_end: i64,
+    pub attempt: i32,
+    pub lease_expires_at: Option<SystemTime>,
+    pub last_offset: i64,
+    pub seg_base: i64,
+    pub seg_created: SystemTime,
+    /// Null when the job listed the segment as cached.
+    pub blob: Option<Vec<u8>>,
+}
+
+const COLUMNS: &str = "ordinal, partition_id, queue_name, partition_name, span_start, span_end, \
+                       attempt, lease_expires_at, last_offset, seg_base, seg_created, blob";
+
+fn claim_row(row: &Row) -> ClaimRow {
+    ClaimRow {
+        partition_id: row.get(1),
+        queue_name: row.get(2),
+        partition_name: row.get(3),
+        span_start: row.get(4),
+        span_end: row.get(5),
+        attempt: row.get(6),
+        lease_expires_at: row.get(7),
+        last_offset: row.get(8),
+        seg_base: row.get(9),
+        seg_created: row.get(10),
+        blob: row.get(11),
+    }
+}
+
+/// Claims every job in one `queen.log_pop_multi_v1` transaction; rows per job, in job order.
+pub async fn claim_jobs(db: &Object, jobs: &[&PopJob]) -> Result<Vec<Vec<ClaimRow>>, DbError> {
+    let groups: Vec<&str> = jobs.iter().map(|j| j.group.as_str()).collect();
+    let workers: Vec<&str> = jobs.iter().map(|j| j.worker.as_str()).collect();
+    let batches: Vec<i32> = jobs.iter().map(|j| j.batch).collect();
+    let max_parts: Vec<i32> = jobs.iter().map(|j| j.max_partitions).collect();
+    let leases: Vec<Option<i32>> = jobs.iter().map(|j| j.lease_seconds).collect();
+    let auto_acks: Vec<bool> = jobs.iter().map(|j| j.auto_ack).collect();
+    let (mut cand_jobs, mut cand_pids) = (Vec::new(), Vec::new());
+    let (mut cached_pids, mut cached_bases) = (Vec::new(), Vec::new());
+    for (i, job) in jobs.iter().enumerate() {
+        for pid in &job.candidates {
+            cand_jobs.push(i as i32 + 1);
+            cand_pids.push(*pid);
+        }
+        for (pid, seg) in &job.cached {
+            cached_pids.push(*pid);
+            cached_bases.push(seg.base);
+        }
+    }
+    let sql = format!(
+        "SELECT {COLUMNS} FROM queen.log_pop_multi_v1($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
+    );
+    let stmt = db
+        .prepare_cached(&sql)
+        .await
+        .map_err(|e| DbError::from_pg("log_pop_multi_v1", e))?;
+    let rows = db
+        .query(
+            &stmt,
+            &[
+                &groups,
+                &workers,
+                &batches,
+                &max_parts,
+                &leases,
+                &auto_acks,
+                &cand_jobs,
+                &cand_pids,
+                &cached_pids,
+                &cached_bases,
+            ],
+        )
+        .await
+        .map_err(|e| DbError::from_pg("log_pop_multi_v1", e))?;
+    let mut out: Vec<Vec<ClaimRow>> = jobs.iter().map(|_| Vec::new()).collect();
+    for row in &rows {
+        let job = row.get::<_, i32>(0) as usize - 1;
+        out[job].push(claim_row(row));
+    }
+    Ok(out)
+}
+
+/// Where a wildcard pop without the hotlist looks: one queue, or discovery by namespace/task.
+pub enum Scope<'a> {
+    Queue(&'a str),
+    Discover { namespace: &'a str, task: &'a str },
+}
+
+/// Pop arguments shared by every call shape.
+pub struct Claim<'a> {
+    pub group: &'a str,
+    pub worker: &'a str,
+    pub batch: i32,
+    pub max_partitions: i32,
+    pub lease_seconds: Option<i32>,
+    pub subscription_new: bool,
+    pub auto_ack: bool,
+}
+
+/// The bounded SQL candidate list: `min(max(partitions x 4, 64), 512)`.
+pub fn candidate_limit(max_partitions: i32) -> i32 {
+    (max_partitions.saturating_mul(4)).clamp(64, 512)
+}
+
+/// One `queen.log_pop_wildcard_v2` call: candidates listed and claimed in SQL.
+pub async fn claim_wildcard(
+    db: &Object,
+    tenant: Uuid,
+    scope: &Scope<'_>,
+    c: &Claim<'_>,
+) -> Result<Vec<ClaimRow>, DbError> {
+    let (queue, namespace, task) = match scope {
+        Scope::Queue(q) => (Some(*q), "", ""),
+        Scope::Discover { namespace, task } => (None, *namespace, *task),
+    };
+    let sql = format!(
+        "SELECT {COLUMNS} FROM queen.log_pop_wildcard_v2($1, $2, $3, $4, $5, $6, $7, $8, $9, \
+         $10, $11, $12)"
+    );
+    let stmt = db
+        .prepare_cached(&sql)
+        .await
+        .map_err(|e| DbError::from_pg("log_pop_wildcard_v2", e))?;
+    let rows = db
+        .query(
+            &stmt,
+            &[
+                &tenant,
+                &queue,
+                &namespace,
+                &task,
+                &c.group,
+                &c.worker,
+                &c.batch,
+                &c.max_partitions,
+                &c.lease_seconds,
+                &c.subscription_new,
+                &c.auto_ack,
+                &candidate_limit(c.max_partitions),
+            ],
+        )
+        .await
+        .map_err(|e| DbError::from_pg("log_pop_wildcard_v2", e))?;
+    Ok(rows.iter().map(claim_row).collect())
+}
+
+/// The hotlist's seed for `group` on `queue`: provisions the queue, records a `new`
+/// subscription, and lists at most `limit` candidates. Reads only once the queue exists.
+pub async fn seed(
+    db: &Object,
+    tenant: Uuid,
+    queue: &str,
+    group: &str,
+    subscription_new: bool,
+    limit: i32,
+) -> Result<Vec<Uuid>, DbError> {
+    let stmt = db
+        .prepare_cached(
+            "SELECT queen.log_pop_candidates_v2(\
+             queen.log_pop_scope_v1($1, $2, '', '', $3, $4, true), $3, $5)",
+        )
+        .await
+        .map_err(|e| DbError::from_pg("log_pop_candidates_v2", e))?;
+    let row = db
+        .query_one(&stmt, &[&tenant, &queue, &group, &subscription_new, &limit])
+        .await
+        .map_err(|e| DbError::from_pg("log_pop_candidates_v2", e))?;
+    Ok(row.get(0))
+}
+
+/// Resolves a named partition (provisioning its queue and recording a `new` subscription, as
+/// a pop does); `None` when the partition does not exist.
+pub async fn resolve_partition(
+    db: &Object,
+    tenant: Uuid,
+    queue: &str,
+    partition: &str,
+    group: &str,
+    subscription_new: bool,
+) -> Result<Option<Uuid>, DbError> {
+    let stmt = db
+        .prepare_cached(
+            "SELECT p.id FROM unnest(queen.log_pop_scope_v1($1, $2, '', '', $4, $5, true)) \
+             AS s(queue_id) JOIN queen.log_partitions p ON p.queue_id = s.queue_id \
+             WHERE p.name = $3",
+        )
+        .await
+        .map_err(|e| DbError::from_pg("log_pop_scope_v1", e))?;
+    let row = db
+        .query_opt(
+            &stmt,
+            &[&tenant, &queue, &partition, &group, &subscription_new],
+        )
+        .await
+        .map_err(|e| DbError::from_pg("log_pop_scope_v1", e))?;
+    Ok(row.map(|r| r.get(0)))
+}

@@ -1,0 +1,340 @@
+//! The hotlist: for every (queue, consumer group) this broker serves, the partitions that may
+//! have something to pop, so a wildcard pop claims from a few likely partitions instead of
+//! scanning all of them, and a long-poll with nothing listed parks without any database work
+//! (the pending gate).
+//!
+//! It is a hint, never the authority: the claim re-checks every candidate under the consumer
+//! row lock, and a candidate that turns out empty or taken is simply dropped. What feeds it:
+//! - pushes through this broker list their partition for every group known on the queue;
+//! - a claim takes its candidates off the list (so concurrent pops of one broker never collide)
+//!   and remembers the lease; the ack that releases it, or the lease's expiry, lists the
+//!   partition again when more may follow;
+//! - a (re)seed from PostgreSQL (`queen.log_pop_candidates_v2`) when a group is first seen,
+//!   every `QUEEN_HOTLIST_RESEED_MS`, and, while pops are parked with nothing listed, once per
+//!   long-poll re-check for the whole group (not once per parked pop). That is how pushes
+//!   through other brokers, renewed-then-expired leases and restarts are picked up.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, HashSet, VecDeque};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use uuid::Uuid;
+
+/// A queue of a tenant.
+pub type QueueKey = (Uuid, String);
+
+/// What a pop should do next.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Take {
+    /// Claim from these partitions (taken off the list).
+    Candidates(Vec<Uuid>),
+    /// Nothing listed and the list is stale: this pop (re)seeds it from PostgreSQL first.
+    Seed,
+    /// Nothing listed and the list is fresh (or another pop is seeding it).
+    Nothing,
+}
+
+/// One group's candidates on one queue.
+#[derive(Default)]
+struct GroupHot {
+    ring: VecDeque<Uuid>,
+    listed: HashSet<Uuid>,
+    /// Partitions this broker leased to the group: (span start, span end, lease expiry).
+    leased: HashMap<Uuid, (i64, i64, Instant)>,
+    expiries: BinaryHeap<Reverse<(Instant, Uuid)>>,
+    /// The last span delivered per partition, to guess which cached segments a pop will need.
+    last_span: HashMap<Uuid, (i64, i64)>,
+    seeded_at: Option<Instant>,
+    seeding: bool,
+}
+
+impl GroupHot {
+    fn list(&mut self, pid: Uuid) {
+        if !self.leased.contains_key(&pid) && self.listed.insert(pid) {
+            self.ring.push_back(pid);
+        }
+    }
+
+    /// Lists again the partitions whose lease has expired.
+    fn expire(&mut self, now: Instant) {
+        while let Some(Reverse((at, pid))) = self.expiries.peek().copied() {
+            if at > now {
+                break;
+            }
+            self.expiries.pop();
+            if self.leased.get(&pid).is_some_and(|l| l.2 == at) {
+                self.leased.remove(&pid);
+                self.list(pid);
+            }
+        }
+    }
+}
+
+#[derive(Default)]
+struct QueueHot {
+    /// Highest offset known written per partition (from pushes and claims).
+    last_offset: HashMap<Uuid, i64>,
+    groups: HashMap<String, GroupHot>,
+}
+
+#[derive(Default)]
+struct State {
+    queues: HashMap<QueueKey, QueueHot>,
+    queue_of: HashMap<Uuid, QueueKey>,
+}
+
+pub struct Hotlist {
+    reseed_every: Duration,
+    state: Mutex<State>,
+}
+
+impl Hotlist {
+    pub fn new(reseed_every: Duration) -> Hotlist {
+        Hotlist {
+            reseed_every,
+            state: Mutex::new(State::default()),
+        }
+    }
+
+    /// Takes up to `n` candidates of `group` on `queue`. `stale_after` is how old the list may
+    /// be before an empty one is reseeded (the reseed period, or the long-poll re-check).
+    pub fn take(&self, queue: &QueueKey, group: &str, n: usize, stale_after: Duration) -> Take {
+        let now = Instant::now();
+        let mut s = self.state.lock().expect("hotlist lock");
+        let g = group_entry(&mut s, queue, group);
+        g.expire(now);
+        let age = g.seeded_at.map(|t| now.duration_since(t));
+        let due = age.is_none_or(|a| a >= self.reseed_every)
+            || (g.ring.is_empty() && age.is_none_or(|a| a >= stale_after));
+        if due && !g.seeding {
+            g.seeding = true;
+            return Take::Seed;
+        }
+        if g.ring.is_empty() {
+            return Take::Nothing;
+        }
+        let take = n.min(g.ring.len());
+        let out: Vec<Uuid> = g.ring.drain(..take).collect();
+        for pid in &out {
+            g.listed.remove(pid);
+        }
+        Take::Candidates(out)
+    }
+
+    /// The seed answered: lists `pids` (with what was listed meanwhile).
+    pub fn seeded(&self, queue: &QueueKey, group: &str, pids: &[Uuid]) {
+        let mut s = self.state.lock().expect("hotlist lock");
+        for pid in pids {
+            s.queue_of.insert(*pid, queue.clone());
+        }
+        let g = group_entry(&mut s, queue, group);
+        g.seeding = false;
+        g.seeded_at = Some(Instant::now());
+        for pid in pids {
+            g.list(*pid);
+        }
+    }
+
+    /// The seed failed: the next pop tries again.
+    pub fn seed_failed(&self, queue: &QueueKey, group: &str) {
+        let mut s = self.state.lock().expect("hotlist lock");
+        group_entry(&mut s, queue, group).seeding = false;
+    }
+
+    /// Candidates a pop took but did not get to examine: listed again, at the front.
+    pub fn put_back(&self, queue: &QueueKey, group: &str, pids: &[Uuid]) {
+        let mut s = self.state.lock().expect("hotlist lock");
+        let g = group_entry(&mut s, queue, group);
+        for pid in pids.iter().rev() {
+            if !g.leased.contains_key(pid) && g.listed.insert(*pid) {
+                g.ring.push_front(*pid);
+            }
+        }
+    }
+
+    /// A claim delivered `span` of `pid` to `group`; `lease` is its expiry (none with auto
+    /// ack, when the partition stays listed if more follows).
+    pub fn claimed(
+        &self,
+        queue: &QueueKey,
+        group: &str,
+        pid: Uuid,
+        span: (i64, i64),
+        last_offset: i64,
+        lease: Option<Instant>,
+    ) {
+        let mut s = self.state.lock().expect("hotlist lock");
+        s.queue_of.insert(pid, queue.clone());
+        let q = s.queues.entry(queue.clone()).or_default();
+        let known = q.last_offset.entry(pid).or_insert(last_offset);
+        *known = (*known).max(last_offset);
+        let more = *known > span.1;
+        let g = q.groups.entry(group.to_string()).or_default();
+        g.last_span.insert(pid, span);
+        match lease {
+            Some(at) => {
+                g.leased.insert(pid, (span.0, span.1, at));
+                g.expiries.push(Reverse((at, pid)));
+            }
+            None if more => g.list(pid),
+            None => {}
+        }
+    }
+
+    /// The last span delivered from `pid` to `group`, if this broker delivered one.
+    pub fn last_span(&self, queue: &QueueKey, group: &str, pid: Uuid) -> Option<(i64, i64)> {
+        let s = self.state.lock().expect("hotlist lock");
+        s.queues
+            .get(queue)?
+            .groups
+            .get(group)?
+            .last_span
+            .get(&pid)
+            .copied()
+    }
+
+    /// A push through this broker wrote up to `end_offset` of `pid`: listed for every group.
+    pub fn pushed(&self, queue: &QueueKey, pid: Uuid, end_offset: i64) {
+        let mut s = self.state.lock().expect("hotlist lock");
+        s.queue_of.entry(pid).or_insert_with(|| queue.clone());
+        let q = s.queues.entry(queue.clone()).or_default();
+        let known = q.last_offset.entry(pid).or_insert(end_offset);
+        *known = (*known).max(end_offset);
+        for g in q.groups.values_mut() {
+            g.list(pid);
+        }
+    }
+
+    /// An ack released `group`'s lease on `pid`; `completed` says the whole span was committed
+    /// (then the partition is listed only if more was written after it; a nack lists it
+    /// again since the span redelivers). Returns the partition's queue, when known.
+    pub fn released(&self, pid: Uuid, group: &str, completed: bool) -> Option<QueueKey> {
+        let mut s = self.state.lock().expect("hotlist lock");
+        let queue = s.queue_of.get(&pid)?.clone();
+        let q = s.queues.get_mut(&queue)?;
+        let known = q.last_offset.get(&pid).copied();
+        let g = q.groups.get_mut(group)?;
+        let lease = g.leased.remove(&pid);
+        let more = match (lease, known) {
+            (Some((_, end, _)), Some(last)) => !completed || last > end,
+            _ => true,
+        };
+        if more {
+            g.list(pid);
+        }
+        Some(queue)
+    }
+
+    /// Candidates listed for `group` on `queue` (for tests and metrics).
+    pub fn listed(&self, queue: &QueueKey, group: &str) -> usize {
+        let s = self.state.lock().expect("hotlist lock");
+        s.queues
+            .get(queue)
+            .and_then(|q| q.groups.get(group))
+            .map_or(0, |g| g.ring.len())
+    }
+}
+
+fn group_entry<'a>(s: &'a mut State, queue: &QueueKey, group: &str) -> &'a mut GroupHot {
+    let q = s.queues.entry(queue.clone()).or_default();
+    if !q.groups.contains_key(group) {
+        // A group first seen here starts with every partition pushed through this broker.
+        let mut g = GroupHot::default();
+        for pid in q.last_offset.keys() {
+            g.list(*pid);
+        }
+        q.groups.insert(group.to_string(), g);
+    }
+    q.groups.get_mut(group).expect("inserted above")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LONG: Duration = Duration::from_secs(3600);
+
+    fn key() -> QueueKey {
+        (Uuid::nil(), "q".into())
+    }
+
+    #[test]
+    fn a_new_group_seeds_once_then_parks_on_an_empty_list() {
+        let h = Hotlist::new(LONG);
+        assert_eq!(h.take(&key(), "g", 2, LONG), Take::Seed);
+        assert_eq!(
+            h.take(&key(), "g", 2, LONG),
+            Take::Nothing,
+            "one seeder at a time"
+        );
+        h.seeded(&key(), "g", &[]);
+        assert_eq!(
+            h.take(&key(), "g", 2, LONG),
+            Take::Nothing,
+            "the gate: no SQL"
+        );
+        assert_eq!(
+            h.take(&key(), "g", 2, Duration::ZERO),
+            Take::Seed,
+            "a re-check reseeds"
+        );
+    }
+
+    #[test]
+    fn pushes_list_partitions_and_claims_take_them_off() {
+        let h = Hotlist::new(LONG);
+        let (a, b) = (Uuid::now_v7(), Uuid::now_v7());
+        assert_eq!(h.take(&key(), "g", 2, LONG), Take::Seed);
+        h.seeded(&key(), "g", &[]);
+        h.pushed(&key(), a, 0);
+        h.pushed(&key(), b, 0);
+        h.pushed(&key(), a, 1);
+        assert_eq!(h.take(&key(), "g", 1, LONG), Take::Candidates(vec![a]));
+        let lease = Instant::now() + LONG;
+        h.claimed(&key(), "g", a, (0, 0), 1, Some(lease));
+        h.pushed(&key(), a, 2);
+        assert_eq!(
+            h.take(&key(), "g", 5, LONG),
+            Take::Candidates(vec![b]),
+            "a leased partition is not listed"
+        );
+        assert_eq!(h.released(a, "g", true), Some(key()));
+        assert_eq!(h.take(&key(), "g", 5, LONG), Take::Candidates(vec![a]));
+    }
+
+    #[test]
+    fn a_completed_release_with_nothing_after_lists_nothing_but_a_nack_does() {
+        let h = Hotlist::new(LONG);
+        let a = Uuid::now_v7();
+        h.seeded(&key(), "g", &[a]);
+        assert_eq!(h.take(&key(), "g", 1, LONG), Take::Candidates(vec![a]));
+        h.claimed(&key(), "g", a, (0, 4), 4, Some(Instant::now() + LONG));
+        h.released(a, "g", true);
+        assert_eq!(h.take(&key(), "g", 1, LONG), Take::Nothing);
+        h.claimed(&key(), "g", a, (5, 5), 5, Some(Instant::now() + LONG));
+        h.released(a, "g", false);
+        assert_eq!(h.take(&key(), "g", 1, LONG), Take::Candidates(vec![a]));
+    }
+
+    #[test]
+    fn an_expired_lease_lists_its_partition_again() {
+        let h = Hotlist::new(LONG);
+        let a = Uuid::now_v7();
+        h.seeded(&key(), "g", &[a]);
+        assert_eq!(h.take(&key(), "g", 1, LONG), Take::Candidates(vec![a]));
+        h.claimed(&key(), "g", a, (0, 0), 3, Some(Instant::now()));
+        assert_eq!(h.take(&key(), "g", 1, LONG), Take::Candidates(vec![a]));
+    }
+
+    #[test]
+    fn groups_are_independent() {
+        let h = Hotlist::new(LONG);
+        let a = Uuid::now_v7();
+        h.seeded(&key(), "g", &[]);
+        h.seeded(&key(), "h", &[]);
+        h.pushed(&key(), a, 0);
+        assert_eq!(h.take(&key(), "g", 1, LONG), Take::Candidates(vec![a]));
+        assert_eq!(h.take(&key(), "h", 1, LONG), Take::Candidates(vec![a]));
+    }
+}

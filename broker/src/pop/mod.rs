@@ -1,0 +1,476 @@
+//! The pop domain: which partitions a pop tries, how it claims them, and the decoded frames it
+//! delivers. Knows nothing of HTTP (`routes::pop` parses requests and writes answers).
+//!
+//! - A named partition is claimed directly (its id resolved once and cached).
+//! - A wildcard pop over a queue asks the `hotlist` for a few candidate partitions and claims
+//!   from them; with nothing listed, a long-poll parks without database work (the pending
+//!   gate) and anything else runs the bounded SQL wildcard. `QUEEN_HOTLIST=0` always runs the
+//!   SQL wildcard.
+//! - A discovery pop (namespace/task) runs the SQL wildcard over the matching queues.
+//! - Claims go through pop `fusion` (many pops, one transaction) or, with
+//!   `QUEEN_POP_FUSION=0`, one `log_pop_multi_v1` call each. Segments come from the
+//!   `segment_cache` when held; PostgreSQL ships only the blobs the broker lacks.
+
+pub mod claim;
+pub mod fusion;
+pub mod hotlist;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+use hyper::StatusCode;
+use uuid::Uuid;
+
+use crate::app::App;
+use crate::http::ApiError;
+use crate::segment_cache::{DecodedSegment, FrameView};
+use claim::{Claim, ClaimRow, PopJob, Scope};
+use hotlist::{QueueKey, Take};
+
+/// Which partitions a pop may lease.
+#[derive(Debug, Clone)]
+pub enum Target {
+    Partition {
+        queue: String,
+        partition: String,
+    },
+    Queue {
+        queue: String,
+        partitions: i32,
+    },
+    Discover {
+        namespace: String,
+        task: String,
+        partitions: i32,
+    },
+}
+
+/// A validated pop request.
+#[derive(Debug, Clone)]
+pub struct PopParams {
+    pub target: Target,
+    pub batch: i32,
+    pub wait: bool,
+    pub timeout: Duration,
+    pub group: Option<String>,
+    pub subscription_new: bool,
+    pub auto_ack: bool,
+    pub lease_seconds: Option<i32>,
+}
+
+impl PopParams {
+    /// The consumer group's name in the consumer table (queue mode has its own).
+    pub fn group_name(&self) -> &str {
+        self.group
+            .as_deref()
+            .unwrap_or(ackbench_wire::QUEUE_MODE_GROUP)
+    }
+
+    fn max_partitions(&self) -> i32 {
+        match self.target {
+            Target::Partition { .. } => 1,
+            Target::Queue { partitions, .. } | Target::Discover { partitions, .. } => partitions,
+        }
+    }
+}
+
+/// The span one partition delivered, with its decoded segments.
+pub struct DeliveredSpan {
+    pub partition_id: Uuid,
+    pub queue: String,
+    pub partition: String,
+    pub span_start: i64,
+    pub span_end: i64,
+    pub attempt: i32,
+    pub lease_expires_at: Option<SystemTime>,
+    segments: Vec<Arc<DecodedSegment>>,
+}
+
+impl DeliveredSpan {
+    /// The delivered frames in offset order, with their segment's creation time.
+    pub fn frames(&self) -> impl Iterator<Item = (i64, FrameView<'_>, &str)> + '_ {
+        (self.span_start..=self.span_end).filter_map(move |offset| {
+            let seg = self
+                .segments
+                .iter()
+                .find(|s| s.base <= offset && offset <= s.end())?;
+            Some((offset, seg.frame_at(offset)?, seg.created_at.as_str()))
+        })
+    }
+}
+
+/// What one pop delivered, under one leaseId.
+pub struct Delivery {
+    pub worker: String,
+    pub spans: Vec<DeliveredSpan>,
+}
+
+/// Named partitions' ids, once resolved (ids never change), per (tenant, queue, partition,
+/// group): resolving also records a group's `new` subscription, so it is done once per group.
+#[derive(Default)]
+pub struct PartitionIds {
+    map: Mutex<HashMap<(Uuid, String, String, String), Uuid>>,
+}
+
+/// One attempt: claim and decode, or `None` when there is nothing to deliver. `recheck` is set
+/// when a parked long-poll looks again on its own (no wake-up): it may reseed the hotlist.
+pub async fn pop_once(
+    app: &App,
+    tenant: Uuid,
+    p: &PopParams,
+    recheck: bool,
+) -> Result<Option<Delivery>, ApiError> {
+    let worker = if p.auto_ack {
+        String::new()
+    } else {
+        Uuid::now_v7().to_string()
+    };
+    let rows = match &p.target {
+        Target::Partition { queue, partition } => {
+            pop_partition(app, tenant, p, queue, partition, &worker).await?
+        }
+        Target::Queue { queue, .. } => match &app.hotlist {
+            Some(_) => pop_hot(app, tenant, p, queue, &worker, recheck).await?,
+            None => pop_sql(app, tenant, p, &Scope::Queue(queue), &worker).await?,
+        },
+        Target::Discover {
+            namespace, task, ..
+        } => {
+            let scope = Scope::Discover { namespace, task };
+            pop_sql(app, tenant, p, &scope, &worker).await?
+        }
+    };
+    if rows.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(Delivery {
+        spans: spans_of(rows),
+        worker,
+    }))
+}
+
+/// A push through this broker committed offsets up to `end_offset` of `pid`: the partition
+/// becomes a candidate for every group of the queue.
+pub fn on_pushed(app: &App, tenant: Uuid, queue: &str, pid: Uuid, end_offset: i64) {
+    if let Some(hot) = &app.hotlist {
+        hot.pushed(&(tenant, queue.to_string()), pid, end_offset);
+    }
+}
+
+/// Claimed rows with their decoded segments.
+type Decoded = Vec<(ClaimRow, Arc<DecodedSegment>)>;
+
+async fn pop_partition(
+    app: &App,
+    tenant: Uuid,
+    p: &PopParams,
+    queue: &str,
+    partition: &str,
+    worker: &str,
+) -> Result<Decoded, ApiError> {
+    let group = p.group_name();
+    let key = (
+        tenant,
+        queue.to_string(),
+        partition.to_string(),
+        group.to_string(),
+    );
+    let known = app
+        .partition_ids
+        .map
+        .lock()
+        .expect("ids lock")
+        .get(&key)
+        .copied();
+    let pid = match known {
+        Some(pid) => pid,
+        None => {
+            let db = app.db("pop").await?;
+            let found =
+                claim::resolve_partition(&db, tenant, queue, partition, group, p.subscription_new)
+                    .await?;
+            let Some(pid) = found else {
+                return Ok(Vec::new());
+            };
+            app.partition_ids
+                .map
+                .lock()
+                .expect("ids lock")
+                .insert(key, pid);
+            pid
+        }
+    };
+    let queue_key = (tenant, queue.to_string());
+    claim_candidates(app, p, &queue_key, vec![pid], worker).await
+}
+
+/// A wildcard pop through the hotlist (see the module doc).
+async fn pop_hot(
+    app: &App,
+    tenant: Uuid,
+    p: &PopParams,
+    queue: &str,
+    worker: &str,
+    recheck: bool,
+) -> Result<Decoded, ApiError> {
+    let hot = app.hotlist.as_ref().expect("called with a hotlist");
+    let group = p.group_name();
+    let key: QueueKey = (tenant, queue.to_string());
+    let want = p.max_partitions() as usize + 1;
+    let stale_after = if recheck {
+        Duration::from_millis(app.config.long_poll_recheck_ms)
+    } else {
+        Duration::MAX
+    };
+    for _ in 0..4 {
+        match hot.take(&key, group, want, stale_after) {
+            Take::Seed => seed(app, &key, p).await?,
+            Take::Nothing => break,
+            Take::Candidates(candidates) => {
+                let rows = claim_candidates(app, p, &key, candidates, worker).await?;
+                if !rows.is_empty() {
+                    return Ok(rows);
+                }
+            }
+        }
+    }
+    if p.wait && app.config.pop_pending_gate {
+        return Ok(Vec::new()); // the pending gate: park, no SQL
+    }
+    pop_sql(app, tenant, p, &Scope::Queue(queue), worker).await
+}
+
+/// (Re)seeds the hotlist of `p`'s group on `key` from PostgreSQL, and wakes parked pops of
+/// the group when it found candidates.
+async fn seed(app: &App, key: &QueueKey, p: &PopParams) -> Result<(), ApiError> {
+    let hot = app.hotlist.as_ref().expect("called with a hotlist");
+    let group = p.group_name();
+    let limit = claim::candidate_limit(p.max_partitions());
+    let found = match app.db("pop").await {
+        Ok(db) => claim::seed(&db, key.0, &key.1, group, p.subscription_new, limit).await,
+        Err(e) => Err(e),
+    };
+    match found {
+        Ok(pids) => {
+            hot.seeded(key, group, &pids);
+            if !pids.is_empty() {
+                app.long_poll.pushed(key.0, &key.1, pids.len());
+            }
+            Ok(())
+        }
+        Err(e) => {
+            hot.seed_failed(key, group);
+            Err(e.into())
+        }
+    }
+}
+
+/// The bounded SQL wildcard (`log_pop_wildcard_v2`), unfused.
+async fn pop_sql(
+    app: &App,
+    tenant: Uuid,
+    p: &PopParams,
+    scope: &Scope<'_>,
+    worker: &str,
+) -> Result<Decoded, ApiError> {
+    let c = Claim {
+        group: p.group_name(),
+        worker,
+        batch: p.batch,
+        max_partitions: p.max_partitions(),
+        lease_seconds: p.lease_seconds,
+        subscription_new: p.subscription_new,
+        auto_ack: p.auto_ack,
+    };
+    let db = app.db("pop").await?;
+    let rows = claim::claim_wildcard(&db, tenant, scope, &c).await?;
+    drop(db);
+    if let Some(hot) = &app.hotlist {
+        let mut by_queue: Vec<(QueueKey, &ClaimRow)> = Vec::new();
+        for row in &rows {
+            by_queue.push(((tenant, row.queue_name.clone()), row));
+        }
+        for (key, row) in by_queue {
+            note_claimed(hot, &key, p.group_name(), row);
+        }
+    }
+    decode_rows(app, rows, &[])
+}
+
+/// Claims `candidates` for `p` (fused or not), updates the hotlist, decodes the segments.
+async fn claim_candidates(
+    app: &App,
+    p: &PopParams,
+    key: &QueueKey,
+    candidates: Vec<Uuid>,
+    worker: &str,
+) -> Result<Decoded, ApiError> {
+    let group = p.group_name();
+    let cached = cached_segments(app, key, group, &candidates, p.batch);
+    let job = PopJob {
+        group: group.to_string(),
+        worker: worker.to_string(),
+        batch: p.batch,
+        max_partitions: p.max_partitions(),
+        lease_seconds: p.lease_seconds,
+        auto_ack: p.auto_ack,
+        candidates: candidates.clone(),
+        cached: cached.clone(),
+    };
+    let rows = match &app.pop_fusion {
+        Some(f) => f.submit(job).await.map_err(|e| {
+            // The flush logged the failure with its context.
+            ApiError::new(StatusCode::SERVICE_UNAVAILABLE, format!("pop: {e}"))
+        })?,
+        None => {
+            let db = app.db("pop").await?;
+            let mut out = claim::claim_jobs(&db, &[&job]).await?;
+            out.pop().unwrap_or_default()
+        }
+    };
+    if let Some(hot) = &app.hotlist {
+        for row in &rows {
+            note_claimed(hot, key, group, row);
+        }
+        let claimed: Vec<Uuid> = rows.iter().map(|r| r.partition_id).collect();
+        let delivered: i64 = spans_len(&rows);
+        let full =
+            claimed_partitions(&rows) >= p.max_partitions() as usize || delivered >= p.batch as i64;
+        if full {
+            // The job stopped early: candidates it did not claim were never examined.
+            let rest: Vec<Uuid> = candidates
+                .into_iter()
+                .filter(|c| !claimed.contains(c))
+                .collect();
+            hot.put_back(key, group, &rest);
+        }
+    }
+    decode_rows(app, rows, &cached)
+}
+
+fn note_claimed(hot: &hotlist::Hotlist, key: &QueueKey, group: &str, row: &ClaimRow) {
+    let lease = row.lease_expires_at.map(|at| {
+        let left = at.duration_since(SystemTime::now()).unwrap_or_default();
+        Instant::now() + left
+    });
+    hot.claimed(
+        key,
+        group,
+        row.partition_id,
+        (row.span_start, row.span_end),
+        row.last_offset,
+        lease,
+    );
+}
+
+fn claimed_partitions(rows: &[ClaimRow]) -> usize {
+    let mut n = 0;
+    let mut last = None;
+    for r in rows {
+        if last != Some(r.partition_id) {
+            n += 1;
+            last = Some(r.partition_id);
+        }
+    }
+    n
+}
+
+fn spans_len(rows: &[ClaimRow]) -> i64 {
+    let mut total = 0;
+    let mut last = None;
+    for r in rows {
+        if last != Some(r.partition_id) {
+            total += r.span_end - r.span_start + 1;
+            last = Some(r.partition_id);
+        }
+    }
+    total
+}
+
+/// The held segments a claim of `candidates` will likely need: around the span last delivered
+/// to the group from each partition, or a partition's earliest held segments.
+fn cached_segments(
+    app: &App,
+    key: &QueueKey,
+    group: &str,
+    candidates: &[Uuid],
+    batch: i32,
+) -> Vec<(Uuid, Arc<DecodedSegment>)> {
+    if !app.segments.enabled() {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    for pid in candidates {
+        let last = app
+            .hotlist
+            .as_ref()
+            .and_then(|h| h.last_span(key, group, *pid));
+        let segs = match last {
+            Some((start, end)) => app.segments.overlapping(*pid, start, end + batch as i64, 8),
+            None => app.segments.overlapping(*pid, i64::MIN, i64::MAX, 4),
+        };
+        out.extend(segs.into_iter().map(|s| (*pid, s)));
+    }
+    out
+}
+
+/// Pairs every claimed row with its decoded segment: the one the claim listed as held, or
+/// the shipped blob decoded (and kept).
+fn decode_rows(
+    app: &App,
+    rows: Vec<ClaimRow>,
+    cached: &[(Uuid, Arc<DecodedSegment>)],
+) -> Result<Decoded, ApiError> {
+    let mut out = Vec::with_capacity(rows.len());
+    for mut row in rows {
+        let seg = match row.blob.take() {
+            Some(blob) => {
+                let seg = DecodedSegment::decode(row.seg_base, row.seg_created, &blob)
+                    .map_err(|e| corrupt(row.partition_id, row.seg_base, e))?;
+                let seg = Arc::new(seg);
+                app.segments.insert(row.partition_id, seg.clone());
+                seg
+            }
+            None => cached
+                .iter()
+                .find(|(pid, s)| *pid == row.partition_id && s.base == row.seg_base)
+                .map(|(_, s)| s.clone())
+                .ok_or_else(|| {
+                    corrupt(
+                        row.partition_id,
+                        row.seg_base,
+                        "not shipped and not held".into(),
+                    )
+                })?,
+        };
+        out.push((row, seg));
+    }
+    Ok(out)
+}
+
+fn corrupt(pid: Uuid, base: i64, e: String) -> ApiError {
+    tracing::error!(partition_id = %pid, base, error = %e, "stored segment cannot be delivered");
+    ApiError::internal(format!("segment of partition {pid} at {base}: {e}"))
+}
+
+/// Groups decoded rows into one span per partition (rows arrive partition by partition).
+fn spans_of(rows: Decoded) -> Vec<DeliveredSpan> {
+    let mut spans: Vec<DeliveredSpan> = Vec::new();
+    for (row, seg) in rows {
+        match spans.last_mut() {
+            Some(s) if s.partition_id == row.partition_id => s.segments.push(seg),
+            _ => spans.push(DeliveredSpan {
+                partition_id: row.partition_id,
+                queue: row.queue_name,
+                partition: row.partition_name,
+                span_start: row.span_start,
+                span_end: row.span_end,
+                attempt: row.attempt,
+                lease_expires_at: row.lease_expires_at,
+                segments: vec![seg],
+            }),
+        }
+    }
+    spans
+}
