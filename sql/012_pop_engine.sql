@@ -66,115 +66,26 @@ BEGIN
 END;
 $$;
 
--- queen.log_claim_span_v2(partition id, group, worker, budget, lease seconds, auto ack)
---   -> the claimed span and what the broker needs to answer, or no row
--- Contract: as log_lease_span_v1 (lease the span after the cursor, at most `budget` offsets;
--- auto ack commits instead), except that: nothing deliverable (an empty partition, nothing
--- after the cursor, a live lease) is found without taking any lock and writes nothing; a
--- missing consumer row starts at the partition's beginning (subscription `new` seeded it
--- beforehand, see log_subscribe_new_v1) and is created only under the creation advisory lock,
--- taken without waiting. A null lease length takes the queue's `lease_time`.
--- Locks: the consumer row FOR UPDATE SKIP LOCKED; pg_try_advisory_xact_lock on creation.
-CREATE FUNCTION queen.log_claim_span_v2(p_pid uuid, p_group text, p_worker text,
-                                        p_budget integer, p_lease_seconds integer,
-                                        p_auto_ack boolean,
-                                        OUT span_start bigint, OUT span_end bigint,
-                                        OUT attempt integer, OUT lease_expires_at timestamptz,
-                                        OUT last_offset bigint, OUT queue_name text,
-                                        OUT partition_name text)
-RETURNS record
-LANGUAGE plpgsql AS $$
-DECLARE
-    v_log_start bigint;
-    v_lease integer;
-    c record;
-BEGIN
-    SELECT p.last_offset, p.log_start, p.name, q.name, COALESCE(p_lease_seconds, q.lease_time)
-    INTO last_offset, v_log_start, partition_name, queue_name, v_lease
-    FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
-    WHERE p.id = p_pid;
-    IF NOT FOUND OR last_offset < v_log_start THEN
-        RETURN;
-    END IF;
-    -- Read first, lock only when there is something to lease: an empty look writes nothing.
-    SELECT lc.committed, lc.batch_end, lc.lease_expires_at INTO c
-    FROM queen.log_consumers lc
-    WHERE lc.partition_id = p_pid AND lc.consumer_group = p_group;
-    IF NOT FOUND THEN
-        span_start := v_log_start;
-        span_end := LEAST(span_start + p_budget - 1, last_offset);
-        IF NOT pg_try_advisory_xact_lock(queen.consumer_lock_key_v1(p_pid, p_group)) THEN
-            span_start := NULL; span_end := NULL;
-            RETURN;  -- another pop is creating the row
-        END IF;
-        attempt := 1;
-        IF NOT p_auto_ack THEN
-            lease_expires_at := now() + make_interval(secs => v_lease);
-        END IF;
-        INSERT INTO queen.log_consumers AS lc
-            (partition_id, consumer_group, committed, batch_end, worker_id, lease_expires_at,
-             attempt_count, attempt_from, total_consumed)
-        VALUES (p_pid, p_group,
-                CASE WHEN p_auto_ack THEN span_end ELSE span_start - 1 END,
-                CASE WHEN p_auto_ack THEN NULL ELSE span_end END,
-                CASE WHEN p_auto_ack THEN NULL ELSE p_worker END,
-                log_claim_span_v2.lease_expires_at,
-                CASE WHEN p_auto_ack THEN 0 ELSE 1 END,
-                CASE WHEN p_auto_ack THEN NULL ELSE span_start END,
-                CASE WHEN p_auto_ack THEN span_end - span_start + 1 ELSE 0 END)
-        ON CONFLICT DO NOTHING;
-        IF NOT FOUND THEN
-            span_start := NULL; span_end := NULL; lease_expires_at := NULL;
-        END IF;
-        RETURN;
-    END IF;
-    IF (c.batch_end IS NOT NULL AND c.lease_expires_at > now())
-       OR GREATEST(c.committed + 1, v_log_start) > last_offset THEN
-        RETURN;  -- a live lease, or nothing after the cursor
-    END IF;
-    SELECT lc.committed, lc.batch_end, lc.lease_expires_at, lc.attempt_count, lc.attempt_from
-    INTO c
-    FROM queen.log_consumers lc
-    WHERE lc.partition_id = p_pid AND lc.consumer_group = p_group
-    FOR UPDATE SKIP LOCKED;
-    IF NOT FOUND
-       OR (c.batch_end IS NOT NULL AND c.lease_expires_at > now())
-       OR GREATEST(c.committed + 1, v_log_start) > last_offset THEN
-        RETURN;  -- held by someone else, or changed before we locked it
-    END IF;
-    span_start := GREATEST(c.committed + 1, v_log_start);
-    span_end := LEAST(span_start + p_budget - 1, last_offset);
-    IF p_auto_ack THEN
-        attempt := 1;
-        UPDATE queen.log_consumers lc SET
-            committed = span_end, batch_end = NULL, worker_id = NULL, lease_expires_at = NULL,
-            batch_retry_count = 0, attempt_count = 0, attempt_from = NULL,
-            total_consumed = lc.total_consumed + (span_end - span_start + 1)
-        WHERE lc.partition_id = p_pid AND lc.consumer_group = p_group;
-    ELSE
-        attempt := CASE WHEN c.attempt_from = span_start THEN c.attempt_count + 1 ELSE 1 END;
-        lease_expires_at := now() + make_interval(secs => v_lease);
-        UPDATE queen.log_consumers lc SET
-            batch_end = span_end, worker_id = p_worker,
-            lease_expires_at = log_claim_span_v2.lease_expires_at,
-            attempt_count = attempt, attempt_from = span_start
-        WHERE lc.partition_id = p_pid AND lc.consumer_group = p_group;
-    END IF;
-END;
-$$;
-
 -- queen.log_pop_multi_v1(job groups[], job workers[], job batches[], job max partitions[],
 --                        job lease seconds[], job auto acks[], candidate jobs[],
 --                        candidate partitions[], cached partitions[], cached bases[])
 --   -> one row per segment delivered, tagged with its job's ordinal
 -- Contract: job i (1-based) pops for group `groups[i]` under leaseId `workers[i]`: it may claim
 -- up to `max_partitions[i]` of its candidates (the partitions whose entry in `candidate_jobs`
--- is i) and deliver at most `batches[i]` messages in total, each span claimed as by
--- log_claim_span_v2. All jobs claim in this one transaction; a partition claimed by one job is
--- leased, so no other job of the call (or any other pop) gets it. Each row carries the claimed
--- span, its job's ordinal and one segment overlapping it; `blob` is null when the segment is
--- listed in (cached partitions, cached bases), which the broker holds decoded. A job may come
--- back with no row.
+-- is i) and deliver at most `batches[i]` messages in total. All jobs claim in this one
+-- transaction; a partition claimed by one job is leased, so no other job of the call (or any
+-- other pop) gets it. A claim leases the span after the group's cursor (auto ack commits it
+-- instead), as log_lease_span_v1 does, except that:
+--   * nothing deliverable (an unknown or empty partition, nothing after the cursor, a live
+--     lease) is found without taking any lock, and writes nothing;
+--   * a missing consumer row starts at the partition's beginning (subscription `new` seeded
+--     the partitions that existed beforehand, see log_subscribe_new_v1) and is created only
+--     under the creation advisory lock, taken without waiting.
+-- A null lease length takes the queue's `lease_time`; `attempt` counts deliveries of a span
+-- starting at the same offset. Each row carries the claimed span, its job's ordinal, the
+-- partition's last offset and one segment overlapping the span; `blob` is null when the
+-- segment is listed in (cached partitions, cached bases), which the broker holds decoded. A job
+-- may come back with no row.
 -- Locks: consumer rows FOR UPDATE SKIP LOCKED, visited in ascending (partition id, group) when
 -- several jobs share the call (one job keeps its candidates' order: the hotlist's, or random);
 -- creation advisory locks taken without waiting. Never waits on a lock.
@@ -193,8 +104,17 @@ DECLARE
     v_budget integer[] := p_batches;
     v_claimed integer[] := array_fill(0, ARRAY[n]);
     v_cached bigint[];
+    v_job integer;
+    v_pid uuid;
+    v_group text;
+    v_auto boolean;
+    v_log_start bigint;
+    v_lease integer;
+    v_has_row boolean;
+    v_committed bigint;
+    v_batch_end bigint;
+    v_expires timestamptz;
     cand record;
-    s record;
 BEGIN
     FOR cand IN
         SELECT u.job, u.pid
@@ -202,28 +122,102 @@ BEGIN
         ORDER BY CASE WHEN n > 1 THEN u.pid END, CASE WHEN n > 1 THEN p_groups[u.job] END,
                  u.job, u.k
     LOOP
-        CONTINUE WHEN v_claimed[cand.job] >= p_max_partitions[cand.job]
-                   OR v_budget[cand.job] <= 0;
-        SELECT * INTO s
-        FROM queen.log_claim_span_v2(cand.pid, p_groups[cand.job], p_workers[cand.job],
-                                     v_budget[cand.job], p_lease_seconds[cand.job],
-                                     p_auto_acks[cand.job]);
-        CONTINUE WHEN s.span_start IS NULL;
-        v_claimed[cand.job] := v_claimed[cand.job] + 1;
-        v_budget[cand.job] := v_budget[cand.job] - (s.span_end - s.span_start + 1)::integer;
+        v_job := cand.job; v_pid := cand.pid;
+        CONTINUE WHEN v_claimed[v_job] >= p_max_partitions[v_job] OR v_budget[v_job] <= 0;
+        v_group := p_groups[v_job]; v_auto := p_auto_acks[v_job];
+        -- Read first, lock only when there is something to lease: an empty look writes nothing.
+        SELECT p.last_offset, p.log_start, p.name, q.name,
+               COALESCE(p_lease_seconds[v_job], q.lease_time),
+               c.partition_id IS NOT NULL, c.committed, c.batch_end, c.lease_expires_at
+        INTO last_offset, v_log_start, partition_name, queue_name, v_lease,
+             v_has_row, v_committed, v_batch_end, v_expires
+        FROM queen.log_partitions p
+        JOIN queen.queues q ON q.id = p.queue_id
+        LEFT JOIN queen.log_consumers c ON c.partition_id = p.id AND c.consumer_group = v_group
+        WHERE p.id = v_pid;
+        CONTINUE WHEN NOT FOUND OR last_offset < v_log_start;
+        span_start := NULL;
+        IF NOT v_has_row THEN
+            CONTINUE WHEN NOT pg_try_advisory_xact_lock(queen.consumer_lock_key_v1(v_pid, v_group));
+            span_start := v_log_start;
+            span_end := LEAST(span_start + v_budget[v_job] - 1, last_offset);
+            attempt := 1;
+            lease_expires_at := CASE WHEN v_auto THEN NULL
+                                     ELSE now() + make_interval(secs => v_lease) END;
+            INSERT INTO queen.log_consumers
+                (partition_id, consumer_group, committed, batch_end, worker_id, lease_expires_at,
+                 attempt_count, attempt_from, total_consumed)
+            VALUES (v_pid, v_group,
+                    CASE WHEN v_auto THEN span_end ELSE span_start - 1 END,
+                    CASE WHEN v_auto THEN NULL ELSE span_end END,
+                    CASE WHEN v_auto THEN NULL ELSE p_workers[v_job] END,
+                    lease_expires_at,
+                    CASE WHEN v_auto THEN 0 ELSE 1 END,
+                    CASE WHEN v_auto THEN NULL ELSE span_start END,
+                    CASE WHEN v_auto THEN span_end - span_start + 1 ELSE 0 END)
+            ON CONFLICT DO NOTHING;
+            CONTINUE WHEN NOT FOUND;
+        ELSE
+            CONTINUE WHEN (v_batch_end IS NOT NULL AND v_expires > now())
+                       OR GREATEST(v_committed + 1, v_log_start) > last_offset;
+            IF v_auto THEN
+                -- Auto ack: the cursor moves past the span, no lease is written.
+                UPDATE queen.log_consumers lc SET
+                    committed = LEAST(GREATEST(lc.committed + 1, v_log_start)
+                                      + v_budget[v_job] - 1, last_offset),
+                    batch_end = NULL, worker_id = NULL, lease_expires_at = NULL,
+                    batch_retry_count = 0, attempt_count = 0, attempt_from = NULL,
+                    total_consumed = lc.total_consumed
+                        + LEAST(GREATEST(lc.committed + 1, v_log_start) + v_budget[v_job] - 1,
+                                last_offset) - GREATEST(lc.committed + 1, v_log_start) + 1
+                FROM (SELECT l.partition_id, l.consumer_group, l.committed AS before
+                      FROM queen.log_consumers l
+                      WHERE l.partition_id = v_pid AND l.consumer_group = v_group
+                      FOR UPDATE SKIP LOCKED) AS locked
+                WHERE lc.partition_id = locked.partition_id
+                  AND lc.consumer_group = locked.consumer_group
+                  AND (lc.batch_end IS NULL OR lc.lease_expires_at <= now())
+                  AND GREATEST(lc.committed + 1, v_log_start) <= last_offset
+                RETURNING GREATEST(locked.before + 1, v_log_start), lc.committed, 1, NULL
+                INTO span_start, span_end, attempt, lease_expires_at;
+            ELSE
+                -- The lease: span (committed, batch_end], re-checked under the row lock.
+                UPDATE queen.log_consumers lc SET
+                    batch_end = LEAST(GREATEST(lc.committed + 1, v_log_start)
+                                      + v_budget[v_job] - 1, last_offset),
+                    worker_id = p_workers[v_job],
+                    lease_expires_at = now() + make_interval(secs => v_lease),
+                    attempt_count = CASE WHEN lc.attempt_from = GREATEST(lc.committed + 1, v_log_start)
+                                         THEN lc.attempt_count + 1 ELSE 1 END,
+                    attempt_from = GREATEST(lc.committed + 1, v_log_start)
+                FROM (SELECT l.partition_id, l.consumer_group
+                      FROM queen.log_consumers l
+                      WHERE l.partition_id = v_pid AND l.consumer_group = v_group
+                      FOR UPDATE SKIP LOCKED) AS locked
+                WHERE lc.partition_id = locked.partition_id
+                  AND lc.consumer_group = locked.consumer_group
+                  AND (lc.batch_end IS NULL OR lc.lease_expires_at <= now())
+                  AND GREATEST(lc.committed + 1, v_log_start) <= last_offset
+                RETURNING lc.attempt_from, lc.batch_end, lc.attempt_count, lc.lease_expires_at
+                INTO span_start, span_end, attempt, lease_expires_at;
+            END IF;
+            CONTINUE WHEN span_start IS NULL;  -- held by someone else, or changed meanwhile
+        END IF;
+        v_claimed[v_job] := v_claimed[v_job] + 1;
+        v_budget[v_job] := v_budget[v_job] - (span_end - span_start + 1)::integer;
         v_cached := ARRAY(SELECT c.base FROM unnest(p_cached_pids, p_cached_bases) AS c(pid, base)
-                          WHERE c.pid = cand.pid);
+                          WHERE c.pid = v_pid);
         RETURN QUERY
-        SELECT cand.job, cand.pid, s.queue_name, s.partition_name, s.span_start, s.span_end,
-               s.attempt, s.lease_expires_at, s.last_offset, g.base_offset, g.end_offset,
+        SELECT v_job, v_pid, queue_name, partition_name, span_start, span_end,
+               attempt, lease_expires_at, last_offset, g.base_offset, g.end_offset,
                g.created_at,
                CASE WHEN g.base_offset = ANY (v_cached) THEN NULL ELSE g.blob END
         FROM queen.log_segments g
-        WHERE g.partition_id = cand.pid
+        WHERE g.partition_id = v_pid
           AND g.base_offset >= COALESCE((SELECT max(x.base_offset) FROM queen.log_segments x
-                                         WHERE x.partition_id = cand.pid
-                                           AND x.base_offset <= s.span_start), s.span_start)
-          AND g.base_offset <= s.span_end
+                                         WHERE x.partition_id = v_pid
+                                           AND x.base_offset <= span_start), span_start)
+          AND g.base_offset <= span_end
         ORDER BY g.base_offset;
     END LOOP;
 END;

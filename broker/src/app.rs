@@ -10,6 +10,7 @@ use crate::longpoll::LongPoll;
 use crate::metrics::Metrics;
 use crate::pop::fusion::PopFusion;
 use crate::pop::hotlist::Hotlist;
+use crate::pop::stats::PopStats;
 use crate::pop::PartitionIds;
 use crate::segment_cache::SegmentCache;
 use crate::storage::DbError;
@@ -32,6 +33,7 @@ pub struct App {
     pub segments: SegmentCache,
     /// Named partitions' ids, resolved once.
     pub partition_ids: PartitionIds,
+    pub pop_stats: PopStats,
 }
 
 impl App {
@@ -63,6 +65,7 @@ impl App {
             pop_fusion,
             segments: SegmentCache::new(config.segment_cache_mb),
             partition_ids: PartitionIds::default(),
+            pop_stats: PopStats::default(),
             config,
             pool,
             metrics: Metrics::default(),

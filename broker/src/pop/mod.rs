@@ -14,6 +14,7 @@
 pub mod claim;
 pub mod fusion;
 pub mod hotlist;
+pub mod stats;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -27,6 +28,7 @@ use crate::http::ApiError;
 use crate::segment_cache::{DecodedSegment, FrameView};
 use claim::{Claim, ClaimRow, PopJob, Scope};
 use hotlist::{QueueKey, Take};
+use stats::PopStats;
 
 /// Which partitions a pop may lease.
 #[derive(Debug, Clone)]
@@ -232,10 +234,12 @@ async fn pop_hot(
                 if !rows.is_empty() {
                     return Ok(rows);
                 }
+                PopStats::add(&app.pop_stats.stale_candidates, 1);
             }
         }
     }
     if p.wait && app.config.pop_pending_gate {
+        PopStats::add(&app.pop_stats.gate_parks, 1);
         return Ok(Vec::new()); // the pending gate: park, no SQL
     }
     pop_sql(app, tenant, p, &Scope::Queue(queue), worker).await
@@ -247,6 +251,7 @@ async fn seed(app: &App, key: &QueueKey, p: &PopParams) -> Result<(), ApiError> 
     let hot = app.hotlist.as_ref().expect("called with a hotlist");
     let group = p.group_name();
     let limit = claim::candidate_limit(p.max_partitions());
+    PopStats::add(&app.pop_stats.hotlist_seeds, 1);
     let found = match app.db("pop").await {
         Ok(db) => claim::seed(&db, key.0, &key.1, group, p.subscription_new, limit).await,
         Err(e) => Err(e),
@@ -283,6 +288,7 @@ async fn pop_sql(
         subscription_new: p.subscription_new,
         auto_ack: p.auto_ack,
     };
+    PopStats::add(&app.pop_stats.sql_wildcards, 1);
     let db = app.db("pop").await?;
     let rows = claim::claim_wildcard(&db, tenant, scope, &c).await?;
     drop(db);
@@ -426,23 +432,27 @@ fn decode_rows(
     for mut row in rows {
         let seg = match row.blob.take() {
             Some(blob) => {
+                PopStats::add(&app.pop_stats.segments_shipped, 1);
                 let seg = DecodedSegment::decode(row.seg_base, row.seg_created, &blob)
                     .map_err(|e| corrupt(row.partition_id, row.seg_base, e))?;
                 let seg = Arc::new(seg);
                 app.segments.insert(row.partition_id, seg.clone());
                 seg
             }
-            None => cached
-                .iter()
-                .find(|(pid, s)| *pid == row.partition_id && s.base == row.seg_base)
-                .map(|(_, s)| s.clone())
-                .ok_or_else(|| {
+            None => {
+                let held = cached
+                    .iter()
+                    .find(|(pid, s)| *pid == row.partition_id && s.base == row.seg_base);
+                let (_, seg) = held.ok_or_else(|| {
                     corrupt(
                         row.partition_id,
                         row.seg_base,
                         "not shipped and not held".into(),
                     )
-                })?,
+                })?;
+                PopStats::add(&app.pop_stats.segments_cached, 1);
+                seg.clone()
+            }
         };
         out.push((row, seg));
     }

@@ -32,9 +32,10 @@ pub async fn health(app: &App) -> Result<Answer, ApiError> {
 
 /// The Prometheus text exposition.
 pub fn metrics(app: &App) -> Answer {
-    let text = app
-        .metrics
-        .render(&|out| crate::ack::fast_path::render_metrics(app, out));
+    let text = app.metrics.render(&|out| {
+        crate::ack::fast_path::render_metrics(app, out);
+        crate::pop::stats::render_metrics(app, out);
+    });
     http::with_type(
         StatusCode::OK,
         Bytes::from(text),

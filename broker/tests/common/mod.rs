@@ -40,6 +40,7 @@ impl TestBroker {
     pub async fn start_with(tweak: impl FnOnce(&mut Config)) -> TestBroker {
         let (db_url, database) = fresh_database("broker");
         let mut config = Config::for_database(database);
+        engine_from_env(&mut config);
         tweak(&mut config);
         let broker = Broker::start(config).await.expect("broker starts");
         let http = Http::new(broker.url());
@@ -57,6 +58,22 @@ impl TestBroker {
             .expect("connect");
         tokio::spawn(conn);
         client
+    }
+}
+
+/// `ACKBENCH_TEST_ENGINE=off` runs a suite with every push/pop engine shortcut off (hotlist,
+/// pending gate, pop fusion, segment cache), so the contract tests cover both paths; `on` (the
+/// default) keeps the broker's defaults. A test's own tweak still wins.
+pub fn engine_from_env(config: &mut Config) {
+    match std::env::var("ACKBENCH_TEST_ENGINE").as_deref() {
+        Ok("off") => {
+            config.hotlist = false;
+            config.pop_pending_gate = false;
+            config.pop_fusion = false;
+            config.segment_cache_mb = 0;
+        }
+        Ok("on") | Err(_) => {}
+        Ok(other) => panic!("ACKBENCH_TEST_ENGINE must be `on` or `off`, not `{other}`"),
     }
 }
 
@@ -158,6 +175,19 @@ impl Http {
         ))
         .await
     }
+}
+
+/// One series of `/metrics` (0 when absent).
+pub async fn metric(http: &Http, name: &str) -> f64 {
+    let m = http.get("/metrics").await;
+    assert_eq!(m.status, StatusCode::OK);
+    m.text
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| l.rsplit_once(' '))
+        .find(|(k, _)| *k == name)
+        .and_then(|(_, v)| v.trim().parse().ok())
+        .unwrap_or(0.0)
 }
 
 /// The transactionIds of a pop answer, in order.

@@ -1,0 +1,295 @@
+//! The pop engine against a real PostgreSQL: the pending gate parks without SQL, empty pops
+//! write nothing, fused pops deliver each message once, a pop of one message reads its segment
+//! once, and every broker-side hint yields to PostgreSQL (pushes through another broker, stale
+//! candidates, subscription `new`).
+
+mod common;
+
+use std::collections::HashSet;
+use std::time::{Duration, Instant};
+
+use ackbench_broker::{Broker, Config};
+use common::{metric, txns, Http, TestBroker};
+use hyper::StatusCode;
+use serde_json::{json, Value};
+
+async fn pop_wildcard(http: &Http, queue: &str, query: &str) -> common::Reply {
+    http.get(&format!("/api/v1/pop/queue/{queue}?{query}"))
+        .await
+}
+
+/// Acks every message of a pop answer as completed, in one request.
+async fn ack_all(http: &Http, reply: &common::Reply) {
+    let items: Vec<Value> = reply.json["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            json!({"transactionId": m["transactionId"], "partitionId": m["partitionId"],
+                   "leaseId": m["leaseId"], "status": "completed",
+                   "consumerGroup": m["consumerGroup"]})
+        })
+        .collect();
+    let r = http
+        .post("/api/v1/ack/batch", json!({ "acknowledgments": items }))
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "ack failed: {}", r.text);
+}
+
+#[tokio::test]
+async fn a_long_poll_with_nothing_listed_parks_without_sql_until_a_push_wakes_it() {
+    let t = TestBroker::start_with(|c| {
+        c.hotlist = true;
+        c.pop_pending_gate = true;
+    })
+    .await;
+    t.http.push("gate", &[("p0", "first")]).await;
+    let r = pop_wildcard(&t.http, "gate", "batch=1").await;
+    assert_eq!(txns(&r), ["first"]);
+    ack_all(&t.http, &r).await;
+
+    let http = t.http.clone();
+    let parked = tokio::spawn(async move {
+        let started = Instant::now();
+        let r = pop_wildcard(&http, "gate", "batch=1&wait=true&timeout=5000").await;
+        (r, started.elapsed())
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(metric(&t.http, "queen_pop_sql_wildcards_total").await, 0.0);
+    assert!(metric(&t.http, "queen_pop_gate_parks_total").await >= 1.0);
+    t.http.push("gate", &[("p1", "second")]).await;
+    let (r, waited) = parked.await.unwrap();
+    assert_eq!(txns(&r), ["second"]);
+    assert!(
+        waited < Duration::from_secs(2),
+        "woken by the push, not the deadline: {waited:?}"
+    );
+    assert_eq!(
+        metric(&t.http, "queen_pop_sql_wildcards_total").await,
+        0.0,
+        "no SQL wildcard ran for the long-poll"
+    );
+}
+
+#[tokio::test]
+async fn an_empty_pop_writes_nothing() {
+    let t = TestBroker::start().await;
+    t.http.push("quiet", &[("p", "a"), ("p", "b")]).await;
+    let r = t.http.pop("quiet", "p", "batch=2").await;
+    ack_all(&t.http, &r).await;
+    let db = t.sql().await;
+    let row_state = "SELECT xmin::text, xmax::text, ctid::text FROM queen.log_consumers";
+    let before: Vec<(String, String, String)> = db
+        .query(row_state, &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2)))
+        .collect();
+    assert_eq!(before.len(), 1);
+
+    for path in [
+        "quiet/partition/p?batch=1",
+        "quiet?batch=1",
+        "quiet/partition/missing?batch=1&consumerGroup=fresh",
+        "unknown?batch=1&consumerGroup=fresh",
+    ] {
+        let r = t.http.get(&format!("/api/v1/pop/queue/{path}")).await;
+        assert_eq!(r.status, StatusCode::NO_CONTENT, "{path}");
+    }
+    let after: Vec<(String, String, String)> = db
+        .query(row_state, &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2)))
+        .collect();
+    assert_eq!(
+        after, before,
+        "the cursor row was neither locked nor rewritten"
+    );
+}
+
+#[tokio::test]
+async fn concurrent_pops_of_one_fuse_and_deliver_each_message_once() {
+    let t = TestBroker::start_with(|c| {
+        c.hotlist = true;
+        c.pop_pending_gate = true;
+        c.pop_fusion = true;
+        c.pop_fusion_shards = 1;
+    })
+    .await;
+    let mut pushed = HashSet::new();
+    for p in 0..32 {
+        let part = format!("p{p}");
+        let ids: Vec<String> = (0..5).map(|k| format!("{part}-{k}")).collect();
+        let items: Vec<(&str, &str)> = ids.iter().map(|i| (part.as_str(), i.as_str())).collect();
+        t.http.push("fused", &items).await;
+        pushed.extend(ids);
+    }
+    let mut workers = Vec::new();
+    for _ in 0..24 {
+        let http = t.http.clone();
+        workers.push(tokio::spawn(async move {
+            let mut got = Vec::new();
+            let mut empty = 0;
+            while empty < 3 {
+                let r = pop_wildcard(&http, "fused", "batch=1&wait=true&timeout=300").await;
+                if r.status == StatusCode::NO_CONTENT {
+                    empty += 1;
+                    continue;
+                }
+                assert_eq!(r.status, StatusCode::OK, "{}", r.text);
+                got.extend(txns(&r));
+                ack_all(&http, &r).await;
+            }
+            got
+        }));
+    }
+    let mut delivered = Vec::new();
+    for w in workers {
+        delivered.extend(w.await.unwrap());
+    }
+    let unique: HashSet<String> = delivered.iter().cloned().collect();
+    assert_eq!(unique.len(), delivered.len(), "no message delivered twice");
+    assert_eq!(unique, pushed, "every message delivered");
+    let flushes = metric(&t.http, "queen_pop_fusion_flushes_total").await;
+    let jobs = metric(&t.http, "queen_pop_fusion_jobs_total").await;
+    assert!(
+        jobs >= 160.0,
+        "every delivering pop went through fusion: {jobs}"
+    );
+    assert!(
+        flushes < jobs,
+        "concurrent pops shared flushes: {flushes} for {jobs}"
+    );
+}
+
+#[tokio::test]
+async fn a_pop_of_one_message_reads_its_segment_once() {
+    let t = TestBroker::start_with(|c| c.segment_cache_mb = 64).await;
+    let ids: Vec<String> = (0..200).map(|k| format!("m-{k}")).collect();
+    let items: Vec<(&str, &str)> = ids.iter().map(|i| ("p", i.as_str())).collect();
+    t.http.push("big", &items).await;
+    let mut got = Vec::new();
+    for _ in 0..200 {
+        let r = t.http.pop("big", "p", "batch=1").await;
+        assert_eq!(r.status, StatusCode::OK, "{}", r.text);
+        got.extend(txns(&r));
+        ack_all(&t.http, &r).await;
+    }
+    assert_eq!(got, ids, "in order, each once");
+    let shipped = metric(&t.http, "queen_pop_segments_shipped_total").await;
+    let cached = metric(&t.http, "queen_pop_segments_cached_total").await;
+    assert!(
+        shipped <= 1.0,
+        "the blob was shipped at most once: {shipped}"
+    );
+    assert!(
+        cached >= 199.0,
+        "the other pops were served decoded: {cached}"
+    );
+}
+
+/// A second broker on the first one's database.
+async fn twin(t: &TestBroker) -> (Broker, Http) {
+    let mut config = Config::for_database(t.db_url.parse().unwrap());
+    common::engine_from_env(&mut config);
+    let broker = Broker::start(config).await.expect("second broker starts");
+    let http = Http::new(broker.url());
+    (broker, http)
+}
+
+#[tokio::test]
+async fn a_push_through_another_broker_reaches_a_parked_long_poll() {
+    let t = TestBroker::start().await;
+    let (other, other_http) = twin(&t).await;
+    let r = pop_wildcard(&t.http, "shared", "batch=1").await;
+    assert_eq!(r.status, StatusCode::NO_CONTENT);
+    let http = t.http.clone();
+    let parked = tokio::spawn(async move {
+        let started = Instant::now();
+        let r = pop_wildcard(&http, "shared", "batch=1&wait=true&timeout=5000").await;
+        (r, started.elapsed())
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    other_http.push("shared", &[("elsewhere", "x-1")]).await;
+    let (r, waited) = parked.await.unwrap();
+    assert_eq!(txns(&r), ["x-1"]);
+    assert!(
+        waited < Duration::from_secs(3),
+        "found by the re-check: {waited:?}"
+    );
+    other.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_stale_candidate_never_grants_what_postgres_refuses() {
+    let t = TestBroker::start().await;
+    let (other, other_http) = twin(&t).await;
+    // This broker learns of the partition from its own push...
+    assert_eq!(
+        pop_wildcard(&t.http, "stale", "batch=1").await.status,
+        StatusCode::NO_CONTENT
+    );
+    t.http.push("stale", &[("p", "only")]).await;
+    // ...but the other broker delivers and acks the message first.
+    let r = other_http.pop("stale", "p", "batch=1").await;
+    assert_eq!(txns(&r), ["only"]);
+    ack_all(&other_http, &r).await;
+    let r = pop_wildcard(&t.http, "stale", "batch=1").await;
+    assert_eq!(
+        r.status,
+        StatusCode::NO_CONTENT,
+        "nothing is left: {}",
+        r.text
+    );
+    // A live lease held through the other broker is refused too.
+    other_http.push("stale", &[("p", "next")]).await;
+    let r = other_http.pop("stale", "p", "batch=1").await;
+    assert_eq!(txns(&r), ["next"]);
+    t.http.push("stale", &[("q", "unrelated")]).await;
+    let r = pop_wildcard(&t.http, "stale", "batch=5&partitions=5").await;
+    assert_eq!(
+        txns(&r),
+        ["unrelated"],
+        "the leased partition is not handed out again"
+    );
+    other.shutdown().await;
+}
+
+#[tokio::test]
+async fn subscription_new_starts_at_the_tail_once_and_new_partitions_from_their_start() {
+    let t = TestBroker::start().await;
+    t.http.push("subs", &[("p1", "old")]).await;
+    let r = pop_wildcard(&t.http, "subs", "consumerGroup=g&subscriptionMode=new").await;
+    assert_eq!(
+        r.status,
+        StatusCode::NO_CONTENT,
+        "the backlog is not new: {}",
+        r.text
+    );
+    t.http
+        .push("subs", &[("p1", "after"), ("p2", "fresh")])
+        .await;
+    let mut got = Vec::new();
+    for _ in 0..2 {
+        let r = pop_wildcard(
+            &t.http,
+            "subs",
+            "consumerGroup=g&subscriptionMode=new&batch=10",
+        )
+        .await;
+        got.extend(txns(&r));
+    }
+    got.sort();
+    assert_eq!(got, ["after", "fresh"]);
+    let r = pop_wildcard(&t.http, "subs", "consumerGroup=h&batch=10&partitions=2").await;
+    let mut all = txns(&r);
+    all.sort();
+    assert_eq!(
+        all,
+        ["after", "fresh", "old"],
+        "subscription `all` gets the backlog"
+    );
+}
