@@ -37,6 +37,7 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(7, "007_lease_dlq.sql"),
     migration!(8, "008_ack_fusion.sql"),
     migration!(9, "009_transaction.sql"),
+    migration!(10, "010_dedup_index.sql"),
 ];
 
 const LOCK_KEY: i64 = 0x5155_4545_4e5f_4d49; // "QUEEN_MI"
