@@ -1,4 +1,7 @@
-//! The state every handler shares: configuration, the pool, counters, parked long-polls.
+//! The state every handler shares: configuration, the pool, counters, parked long-polls, and
+//! the accelerators' engines (ack registry, ack fusion, push fusion).
+
+use std::sync::{Arc, Weak};
 
 use deadpool_postgres::{Object, Pool};
 use uuid::Uuid;
@@ -8,6 +11,8 @@ use crate::ack::registry::AckRegistry;
 use crate::config::Config;
 use crate::longpoll::LongPoll;
 use crate::metrics::Metrics;
+use crate::push::fusion::{PushFusion, Settings as PushFusionSettings, Sink};
+use crate::push::written::on_pushed;
 use crate::storage::DbError;
 
 pub struct App {
@@ -20,11 +25,38 @@ pub struct App {
     pub registry: Option<AckRegistry>,
     /// Ack fusion, when `QUEEN_ACK_FUSION` is on (it fuses registry hits).
     pub fusion: Option<AckFusion>,
+    /// Push fusion, when `QUEEN_PUSH_FUSION` is on.
+    pub push_fusion: Option<PushFusion>,
 }
 
 impl App {
-    /// Builds the shared state; starts fusion's shard tasks (so call it inside the runtime).
-    pub fn new(config: Config, pool: Pool) -> App {
+    /// Builds the shared state; starts the fusion engines' shard tasks (so call it inside the
+    /// runtime). Push fusion reports committed segments to `on_pushed` through a weak handle
+    /// on the state, so its tasks never keep the state alive.
+    pub fn start(config: Config, pool: Pool) -> Arc<App> {
+        Arc::new_cyclic(|me: &Weak<App>| {
+            let mut app = App::new(config, pool);
+            if app.config.push_fusion {
+                let me = me.clone();
+                let sink: Sink = Arc::new(move |segment| {
+                    if let Some(app) = me.upgrade() {
+                        on_pushed(&app, segment);
+                    }
+                });
+                let settings = PushFusionSettings {
+                    shards: app.config.push_fusion_shards,
+                    bundle_max: app.config.push_bundle_max,
+                    max_inflight: app.config.push_fusion_max_inflight,
+                    hold: std::time::Duration::from_millis(app.config.push_fusion_hold_ms),
+                };
+                app.push_fusion = Some(PushFusion::start(app.pool.clone(), settings, sink));
+            }
+            app
+        })
+    }
+
+    /// The shared state without push fusion's engine (`start` adds it).
+    fn new(config: Config, pool: Pool) -> App {
         let registry = config
             .ack_registry
             .then(|| AckRegistry::new(config.ack_registry_mb));
@@ -40,6 +72,7 @@ impl App {
         App {
             registry,
             fusion,
+            push_fusion: None,
             config,
             pool,
             metrics: Metrics::default(),

@@ -38,6 +38,7 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(8, "008_ack_fusion.sql"),
     migration!(9, "009_transaction.sql"),
     migration!(10, "010_dedup_index.sql"),
+    migration!(11, "011_push_multi.sql"),
 ];
 
 const LOCK_KEY: i64 = 0x5155_4545_4e5f_4d49; // "QUEEN_MI"
