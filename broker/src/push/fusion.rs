@@ -568,9 +568,7 @@ async fn call_multi(
         if row.get::<_, bool>("written") {
             let base_offset: i64 = row.get("base_offset");
             let created_at: Option<SystemTime> = row.get("created_at");
-            stats
-                .frames_written
-                .fetch_add(frames.len() as u64, Relaxed);
+            stats.frames_written.fetch_add(frames.len() as u64, Relaxed);
             sink(&WrittenSegment {
                 tenant: seg.key.0,
                 queue: &seg.key.1,
@@ -619,7 +617,11 @@ async fn call_multi(
 }
 
 /// The message id stored at (partition, offset); `None` when retention removed its segment.
-pub async fn message_id_at(db: &Object, partition_id: Uuid, offset: i64) -> Result<Option<Uuid>, String> {
+pub async fn message_id_at(
+    db: &Object,
+    partition_id: Uuid,
+    offset: i64,
+) -> Result<Option<Uuid>, String> {
     let row = db
         .query_opt(
             "SELECT base_offset, blob FROM queen.log_segment_at_v1($1, $2)",
