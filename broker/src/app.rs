@@ -1,4 +1,7 @@
-//! The state every handler shares: configuration, the pool, counters, parked long-polls.
+//! The state every handler shares: configuration, the pool, counters, parked long-polls, and
+//! the accelerators' engines (ack registry, ack fusion, push fusion).
+
+use std::sync::{Arc, Weak};
 
 use deadpool_postgres::{Object, Pool};
 use uuid::Uuid;
@@ -12,6 +15,8 @@ use crate::pop::fusion::PopFusion;
 use crate::pop::hotlist::Hotlist;
 use crate::pop::stats::PopStats;
 use crate::pop::PartitionIds;
+use crate::push::fusion::{PushFusion, Settings as PushFusionSettings, Sink};
+use crate::push::written::on_pushed;
 use crate::segment_cache::SegmentCache;
 use crate::storage::DbError;
 
@@ -34,11 +39,38 @@ pub struct App {
     /// Named partitions' ids, resolved once.
     pub partition_ids: PartitionIds,
     pub pop_stats: PopStats,
+    /// Push fusion, when `QUEEN_PUSH_FUSION` is on.
+    pub push_fusion: Option<PushFusion>,
 }
 
 impl App {
-    /// Builds the shared state; starts fusion's shard tasks (so call it inside the runtime).
-    pub fn new(config: Config, pool: Pool) -> App {
+    /// Builds the shared state; starts the fusion engines' shard tasks (so call it inside the
+    /// runtime). Push fusion reports committed segments to `on_pushed` through a weak handle
+    /// on the state, so its tasks never keep the state alive.
+    pub fn start(config: Config, pool: Pool) -> Arc<App> {
+        Arc::new_cyclic(|me: &Weak<App>| {
+            let mut app = App::new(config, pool);
+            if app.config.push_fusion {
+                let me = me.clone();
+                let sink: Sink = Arc::new(move |segment| {
+                    if let Some(app) = me.upgrade() {
+                        on_pushed(&app, segment);
+                    }
+                });
+                let settings = PushFusionSettings {
+                    shards: app.config.push_fusion_shards,
+                    bundle_max: app.config.push_bundle_max,
+                    max_inflight: app.config.push_fusion_max_inflight,
+                    hold: std::time::Duration::from_millis(app.config.push_fusion_hold_ms),
+                };
+                app.push_fusion = Some(PushFusion::start(app.pool.clone(), settings, sink));
+            }
+            app
+        })
+    }
+
+    /// The shared state without push fusion's engine (`start` adds it).
+    fn new(config: Config, pool: Pool) -> App {
         let registry = config
             .ack_registry
             .then(|| AckRegistry::new(config.ack_registry_mb));
@@ -66,6 +98,7 @@ impl App {
             segments: SegmentCache::new(config.segment_cache_mb),
             partition_ids: PartitionIds::default(),
             pop_stats: PopStats::default(),
+            push_fusion: None,
             config,
             pool,
             metrics: Metrics::default(),

@@ -21,6 +21,15 @@ pub struct Config {
     /// Rows one fusion flush may carry. Unbounded normally; `QUEEN_TEST_ACK_FUSION_MAX_ROWS=1`
     /// deliberately breaks fusion (one commit per ack) so tests can prove the gates catch it.
     pub ack_fusion_max_rows: usize,
+    /// Push fusion (`QUEEN_PUSH_FUSION`): concurrent pushes commit together through
+    /// `log_push_multi_v1`; off, every request is one `log_push_v1` call.
+    pub push_fusion: bool,
+    pub push_fusion_shards: usize,
+    /// Ready partitions one push flush may bundle into one call.
+    pub push_bundle_max: usize,
+    /// Push flushes in flight per shard.
+    pub push_fusion_max_inflight: usize,
+    pub push_fusion_hold_ms: u64,
     pub tenancy_header: bool,
     pub retention_interval_ms: u64,
     pub txns_min_retention_seconds: u64,
@@ -110,6 +119,11 @@ impl Config {
                 1,
                 usize::MAX,
             )?,
+            push_fusion: vars.flag("QUEEN_PUSH_FUSION", true)?,
+            push_fusion_shards: vars.number("QUEEN_PUSH_FUSION_SHARDS", 8, 1, 1024)?,
+            push_bundle_max: vars.number("QUEEN_PUSH_BUNDLE_MAX", 16, 1, 1024)?,
+            push_fusion_max_inflight: vars.number("QUEEN_PUSH_FUSION_MAX_INFLIGHT", 8, 1, 1024)?,
+            push_fusion_hold_ms: vars.number("QUEEN_PUSH_FUSION_HOLD_MS", 3, 1, 60_000)?,
             tenancy_header: vars.flag("QUEEN_TENANCY_HEADER", false)?,
             retention_interval_ms: vars.number(
                 "QUEEN_RETENTION_INTERVAL_MS",
@@ -225,6 +239,16 @@ mod tests {
         assert_eq!(c.retention_interval_ms, 5000);
         assert_eq!(c.txns_min_retention_seconds, 900);
         assert_eq!(c.max_body_bytes, 16 << 20);
+        assert!(c.push_fusion);
+        assert_eq!(
+            (
+                c.push_fusion_shards,
+                c.push_bundle_max,
+                c.push_fusion_max_inflight,
+                c.push_fusion_hold_ms
+            ),
+            (8, 16, 8, 3)
+        );
     }
 
     #[test]
@@ -238,6 +262,11 @@ mod tests {
             ("DATABASE_URL", "postgres://db.example:notaport/x"),
             ("PG_PORT", "70000"),
             ("QUEEN_LISTEN", "nowhere"),
+            ("QUEEN_PUSH_FUSION", "2"),
+            ("QUEEN_PUSH_FUSION_SHARDS", "0"),
+            ("QUEEN_PUSH_BUNDLE_MAX", "many"),
+            ("QUEEN_PUSH_FUSION_MAX_INFLIGHT", "0"),
+            ("QUEEN_PUSH_FUSION_HOLD_MS", "0"),
         ] {
             let err = with(&[(name, value)]).unwrap_err();
             assert_eq!(err.variable, name, "{err}");
@@ -250,10 +279,11 @@ mod tests {
         let c = with(&[
             ("QUEEN_ACK_REGISTRY", "0"),
             ("QUEEN_ACK_FUSION", "0"),
+            ("QUEEN_PUSH_FUSION", "off"),
             ("QUEEN_LISTEN", "127.0.0.1:7000"),
         ])
         .unwrap();
-        assert!(!c.ack_registry && !c.ack_fusion);
+        assert!(!c.ack_registry && !c.ack_fusion && !c.push_fusion);
         assert_eq!(c.listen, "127.0.0.1:7000".parse().unwrap());
     }
 }

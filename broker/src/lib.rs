@@ -5,6 +5,7 @@
 //!
 //! - `http`: connections, request reading, the route table, error answers;
 //! - `routes`: one module per route family (push, pop, ack, lease, transaction, dlq, ...);
+//! - `push`: push fusion and the report of committed segments (below the push route);
 //! - `storage`: the pool and the embedded migrations of `sql/` (all SQL lives there);
 //! - `pop`: the pop domain (hotlist, pop fusion, claims); `segment_cache`: decoded segments;
 //! - `segment`: packing and unpacking the compressed frames of a segment;
@@ -18,6 +19,7 @@ pub mod http;
 pub mod longpoll;
 pub mod metrics;
 pub mod pop;
+pub mod push;
 pub mod retention;
 pub mod routes;
 pub mod segment;
@@ -55,7 +57,7 @@ impl Broker {
             .await
             .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
         let addr = listener.local_addr().map_err(|e| e.to_string())?;
-        let app = Arc::new(App::new(config, pool));
+        let app = App::start(config, pool);
         let (stop, stopped) = watch::channel(false);
         let tasks = vec![
             tokio::spawn(accept_loop(app.clone(), listener, stopped)),
@@ -125,13 +127,15 @@ async fn migrate(database: &tokio_postgres::Config) -> Result<(), String> {
     Err(format!("cannot connect to PostgreSQL: {last}"))
 }
 
-/// The `ack-fusion` target's `coalesce summary` and the `ack-registry` target's hit/miss line,
-/// about every 10 s, for the interval just ended (silent when nothing happened).
+/// The `ack-fusion` and `push-fusion` targets' `coalesce summary` and the `ack-registry`
+/// target's hit/miss line, about every 10 s, for the interval just ended (silent when nothing
+/// happened).
 async fn accelerator_summaries(app: Arc<App>) {
     use std::sync::atomic::Ordering::Relaxed;
     let mut tick = tokio::time::interval(Duration::from_secs(10));
     tick.tick().await;
     let (mut flushes, mut rows, mut hits, mut misses) = (0u64, 0u64, 0u64, 0u64);
+    let (mut push_flushes, mut push_frames) = (0u64, 0u64);
     loop {
         tick.tick().await;
         if let Some(f) = &app.fusion {
@@ -142,6 +146,16 @@ async fn accelerator_summaries(app: Arc<App>) {
                 tracing::info!(target: "ack-fusion", commits, rows = r, rows_per_commit = format!("{per:.2}"), "coalesce summary");
             }
             (flushes, rows) = (nf, nr);
+        }
+        if let Some(f) = &app.push_fusion {
+            let nf = f.stats.flushes.load(Relaxed);
+            let nm = f.stats.frames_written.load(Relaxed);
+            let (commits, messages) = (nf - push_flushes, nm - push_frames);
+            if commits > 0 {
+                let per = messages as f64 / commits as f64;
+                tracing::info!(target: "push-fusion", commits, messages, messages_per_commit = format!("{per:.2}"), "coalesce summary");
+            }
+            (push_flushes, push_frames) = (nf, nm);
         }
         if let Some(reg) = &app.registry {
             let (nh, nm) = (reg.hits.load(Relaxed), reg.misses.load(Relaxed));

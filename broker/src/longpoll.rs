@@ -21,6 +21,8 @@ use uuid::Uuid;
 /// Which pushes a parked pop waits for.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Scope {
+    /// A pop of one named partition: (tenant, queue, partition).
+    Partition(Uuid, String, String),
     Queue(Uuid, String),
     AnyQueueOf(Uuid),
 }
@@ -50,8 +52,8 @@ impl Drop for Parked {
 #[derive(Default)]
 pub struct LongPoll {
     slots: Mutex<HashMap<Scope, HashMap<String, Arc<Slot>>>>,
-    /// partition id -> (tenant, queue name), learned from pops.
-    queues: Mutex<HashMap<Uuid, (Uuid, String)>>,
+    /// partition id -> (tenant, queue name, partition name), learned from pops.
+    queues: Mutex<HashMap<Uuid, (Uuid, String, String)>>,
 }
 
 impl LongPoll {
@@ -69,16 +71,16 @@ impl LongPoll {
     }
 
     /// A pop delivered from `partition` of `queue`: remembered so acks can wake its waiters.
-    pub fn learn(&self, tenant: Uuid, partition: Uuid, queue: &str) {
+    pub fn learn(&self, tenant: Uuid, partition: Uuid, queue: &str, name: &str) {
         let mut map = self.queues.lock().expect("long-poll lock");
         map.entry(partition)
-            .or_insert_with(|| (tenant, queue.to_string()));
+            .or_insert_with(|| (tenant, queue.to_string(), name.to_string()));
     }
 
     /// An ack released the lease of `group` on `partition`: what follows its cursor may be
     /// poppable now, so one waiter of that group on the partition's queue is woken.
     pub fn released(&self, partition: Uuid, group: &str) {
-        let Some((tenant, queue)) = self
+        let Some((tenant, queue, name)) = self
             .queues
             .lock()
             .expect("long-poll lock")
@@ -88,7 +90,11 @@ impl LongPoll {
             return;
         };
         let map = self.slots.lock().expect("long-poll lock");
-        for scope in [Scope::Queue(tenant, queue), Scope::AnyQueueOf(tenant)] {
+        for scope in [
+            Scope::Partition(tenant, queue.clone(), name),
+            Scope::Queue(tenant, queue),
+            Scope::AnyQueueOf(tenant),
+        ] {
             if let Some(slot) = map.get(&scope).and_then(|groups| groups.get(group)) {
                 if slot.parked.load(Ordering::SeqCst) > 0 {
                     slot.notify.notify_one();
@@ -97,14 +103,16 @@ impl LongPoll {
         }
     }
 
-    /// `messages` were pushed to `queue` of `tenant`: wakes up to that many waiters of every
-    /// group parked on the queue, and on the tenant's discovery scope.
-    pub fn pushed(&self, tenant: Uuid, queue: &str, messages: usize) {
+    /// `messages` were pushed to `queue` of `tenant` (to `partition`, when one is named):
+    /// wakes up to that many waiters of every group parked on the partition, on the queue, and
+    /// on the tenant's discovery scope.
+    pub fn pushed(&self, tenant: Uuid, queue: &str, partition: Option<&str>, messages: usize) {
         let map = self.slots.lock().expect("long-poll lock");
-        for scope in [
+        let named = partition.map(|p| Scope::Partition(tenant, queue.to_string(), p.to_string()));
+        for scope in named.into_iter().chain([
             Scope::Queue(tenant, queue.to_string()),
             Scope::AnyQueueOf(tenant),
-        ] {
+        ]) {
             for slot in map
                 .get(&scope)
                 .into_iter()
@@ -144,7 +152,7 @@ mod tests {
             }));
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
-        lp.pushed(tenant, "q", 1);
+        lp.pushed(tenant, "q", None, 1);
         for t in tasks {
             t.await.unwrap();
         }

@@ -9,9 +9,40 @@ use common::{txns, TestBroker};
 use hyper::StatusCode;
 use serde_json::json;
 
-#[tokio::test]
-async fn push_then_pop_in_order() {
-    let t = TestBroker::start().await;
+/// The push-path tests run twice: push fusion on (the default) and off (`log_push_v1`).
+macro_rules! on_both_push_paths {
+    ($($name:ident),* $(,)?) => {
+        mod push_fusion_on {
+            $(#[tokio::test]
+            async fn $name() {
+                super::$name(true).await
+            })*
+        }
+        mod push_fusion_off {
+            $(#[tokio::test]
+            async fn $name() {
+                super::$name(false).await
+            })*
+        }
+    };
+}
+
+on_both_push_paths!(
+    push_then_pop_in_order,
+    order_holds_across_pushes_and_batches,
+    message_without_transaction_id_uses_its_message_id,
+    empty_push_answers_201_empty_array,
+    dedup_inside_window_answers_duplicate_with_original_id,
+    dedup_off_or_outside_window_accepts_repeats_and_still_writes_sidecar,
+    multi_partition_push_writes_one_segment_per_partition,
+    sidecar_holds_big_endian_xxh3_in_frame_order,
+    long_poll_is_woken_by_a_push,
+    parked_long_polls_hold_no_connection,
+    health_and_metrics,
+);
+
+async fn push_then_pop_in_order(fusion: bool) {
+    let t = TestBroker::start_with(|c| c.push_fusion = fusion).await;
     let r = t
         .http
         .push("orders", &[("p1", "a"), ("p1", "b"), ("p1", "c")])
@@ -42,9 +73,8 @@ async fn push_then_pop_in_order() {
     t.broker.shutdown().await;
 }
 
-#[tokio::test]
-async fn order_holds_across_pushes_and_batches() {
-    let t = TestBroker::start().await;
+async fn order_holds_across_pushes_and_batches(fusion: bool) {
+    let t = TestBroker::start_with(|c| c.push_fusion = fusion).await;
     let ids: Vec<String> = (0..25).map(|i| format!("m{i:02}")).collect();
     for chunk in ids.chunks(7) {
         let items: Vec<(&str, &str)> = chunk.iter().map(|s| ("p", s.as_str())).collect();
@@ -63,9 +93,8 @@ async fn order_holds_across_pushes_and_batches() {
     t.broker.shutdown().await;
 }
 
-#[tokio::test]
-async fn message_without_transaction_id_uses_its_message_id() {
-    let t = TestBroker::start().await;
+async fn message_without_transaction_id_uses_its_message_id(fusion: bool) {
+    let t = TestBroker::start_with(|c| c.push_fusion = fusion).await;
     let r = t
         .http
         .post(
@@ -81,18 +110,16 @@ async fn message_without_transaction_id_uses_its_message_id() {
     t.broker.shutdown().await;
 }
 
-#[tokio::test]
-async fn empty_push_answers_201_empty_array() {
-    let t = TestBroker::start().await;
+async fn empty_push_answers_201_empty_array(fusion: bool) {
+    let t = TestBroker::start_with(|c| c.push_fusion = fusion).await;
     let r = t.http.post("/api/v1/push", json!({"items": []})).await;
     assert_eq!(r.status, StatusCode::CREATED);
     assert_eq!(r.json, json!([]));
     t.broker.shutdown().await;
 }
 
-#[tokio::test]
-async fn dedup_inside_window_answers_duplicate_with_original_id() {
-    let t = TestBroker::start().await;
+async fn dedup_inside_window_answers_duplicate_with_original_id(fusion: bool) {
+    let t = TestBroker::start_with(|c| c.push_fusion = fusion).await;
     let first = t.http.push("q", &[("p", "x"), ("p", "y")]).await;
     let again = t
         .http
@@ -112,9 +139,8 @@ async fn dedup_inside_window_answers_duplicate_with_original_id() {
     t.broker.shutdown().await;
 }
 
-#[tokio::test]
-async fn dedup_off_or_outside_window_accepts_repeats_and_still_writes_sidecar() {
-    let t = TestBroker::start().await;
+async fn dedup_off_or_outside_window_accepts_repeats_and_still_writes_sidecar(fusion: bool) {
+    let t = TestBroker::start_with(|c| c.push_fusion = fusion).await;
     let c = t
         .http
         .post(
@@ -160,9 +186,8 @@ async fn dedup_off_or_outside_window_accepts_repeats_and_still_writes_sidecar() 
     t.broker.shutdown().await;
 }
 
-#[tokio::test]
-async fn multi_partition_push_writes_one_segment_per_partition() {
-    let t = TestBroker::start().await;
+async fn multi_partition_push_writes_one_segment_per_partition(fusion: bool) {
+    let t = TestBroker::start_with(|c| c.push_fusion = fusion).await;
     t.http
         .push("q", &[("a", "1"), ("b", "2"), ("a", "3"), ("c", "4")])
         .await;
@@ -192,9 +217,8 @@ async fn multi_partition_push_writes_one_segment_per_partition() {
     t.broker.shutdown().await;
 }
 
-#[tokio::test]
-async fn sidecar_holds_big_endian_xxh3_in_frame_order() {
-    let t = TestBroker::start().await;
+async fn sidecar_holds_big_endian_xxh3_in_frame_order(fusion: bool) {
+    let t = TestBroker::start_with(|c| c.push_fusion = fusion).await;
     t.http.push("q", &[("p", "first"), ("p", "second")]).await;
     let db = t.sql().await;
     let hashes: Vec<u8> = db
@@ -410,9 +434,12 @@ async fn queue_lease_time_is_the_default_lease() {
     t.broker.shutdown().await;
 }
 
-#[tokio::test]
-async fn long_poll_is_woken_by_a_push() {
-    let t = TestBroker::start_with(|c| c.long_poll_recheck_ms = 60_000).await;
+async fn long_poll_is_woken_by_a_push(fusion: bool) {
+    let t = TestBroker::start_with(|c| {
+        c.push_fusion = fusion;
+        c.long_poll_recheck_ms = 60_000;
+    })
+    .await;
     let http = t.http.clone();
     let started = Instant::now();
     let waiter = tokio::spawn(async move { http.pop("lp", "p", "wait=true&timeout=20000").await });
@@ -439,10 +466,10 @@ async fn long_poll_times_out_with_204() {
     t.broker.shutdown().await;
 }
 
-#[tokio::test]
-async fn parked_long_polls_hold_no_connection() {
+async fn parked_long_polls_hold_no_connection(fusion: bool) {
     // A pool of 2 serves 20 parked pops and a push that wakes them.
     let t = TestBroker::start_with(|c| {
+        c.push_fusion = fusion;
         c.pool_size = 2;
         c.long_poll_recheck_ms = 60_000;
     })
@@ -479,9 +506,8 @@ async fn parked_long_polls_hold_no_connection() {
     t.broker.shutdown().await;
 }
 
-#[tokio::test]
-async fn health_and_metrics() {
-    let t = TestBroker::start().await;
+async fn health_and_metrics(fusion: bool) {
+    let t = TestBroker::start_with(|c| c.push_fusion = fusion).await;
     let h = t.http.get("/health").await;
     assert_eq!(h.status, StatusCode::OK);
     assert_eq!(h.json, json!({"status": "healthy"}));

@@ -226,6 +226,17 @@ impl Hotlist {
         Some(queue)
     }
 
+    /// Something changed on `queue` that the broker cannot name partition by partition (a
+    /// push through the transaction wire): every group's next pop reseeds its list.
+    pub fn invalidate(&self, queue: &QueueKey) {
+        let mut s = self.state.lock().expect("hotlist lock");
+        if let Some(q) = s.queues.get_mut(queue) {
+            for g in q.groups.values_mut() {
+                g.seeded_at = None;
+            }
+        }
+    }
+
     /// Candidates listed for `group` on `queue` (for tests and metrics).
     pub fn listed(&self, queue: &QueueKey, group: &str) -> usize {
         let s = self.state.lock().expect("hotlist lock");

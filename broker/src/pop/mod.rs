@@ -260,7 +260,7 @@ async fn seed(app: &App, key: &QueueKey, p: &PopParams) -> Result<(), ApiError> 
         Ok(pids) => {
             hot.seeded(key, group, &pids);
             if !pids.is_empty() {
-                app.long_poll.pushed(key.0, &key.1, pids.len());
+                app.long_poll.pushed(key.0, &key.1, None, pids.len());
             }
             Ok(())
         }

@@ -35,9 +35,10 @@ pub async fn handle(app: &App, req: &Request) -> Result<Answer, ApiError> {
     let params = parse(req)?;
     let deadline = Instant::now() + params.timeout;
     let scope = match &params.target {
-        Target::Partition { queue, .. } | Target::Queue { queue, .. } => {
-            Scope::Queue(req.tenant, queue.clone())
+        Target::Partition { queue, partition } => {
+            Scope::Partition(req.tenant, queue.clone(), partition.clone())
         }
+        Target::Queue { queue, .. } => Scope::Queue(req.tenant, queue.clone()),
         Target::Discover { .. } => Scope::AnyQueueOf(req.tenant),
     };
     let waiter = params.wait.then(|| {
@@ -175,7 +176,8 @@ fn deliver(app: &App, tenant: Uuid, p: &PopParams, d: Delivery) -> Answer {
         spans.iter().map(|s| s.frames.len() as u64).sum(),
     );
     for span in &spans {
-        app.long_poll.learn(tenant, span.partition_id, &span.queue);
+        app.long_poll
+            .learn(tenant, span.partition_id, &span.queue, &span.partition);
     }
     if !p.auto_ack {
         crate::routes::on_leased(app, tenant, p.group_name(), &d.worker, &spans);

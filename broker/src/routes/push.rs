@@ -1,11 +1,14 @@
-//! `POST /api/v1/push`: one segment per (partition, request), with its hash-sidecar row.
+//! `POST /api/v1/push`: validation, grouping by partition, and the wire answer.
 //!
 //! The request is validated whole before anything is written. Items are grouped by (queue,
-//! partition) in order of first appearance; each group becomes one segment of compressed frames
-//! and one `log_txns` row of 16-byte hashes, all written by one `queen.log_push_v1` call (one
-//! transaction). When the procedure reports duplicates it has written nothing; the duplicates
-//! are set aside and the call is repeated without them (each round only shrinks the input). A
-//! duplicate answers with the original message's id, read back from the stored segment.
+//! partition) in order of first appearance. With push fusion on (the default) each group is a
+//! job of the fusion engine (`push::fusion`), which commits it together with concurrent
+//! pushes; the answer waits for every group's commit. With it off, all groups are written by
+//! one `queen.log_push_v1` call (one transaction, one segment and one `log_txns` row per
+//! group); when that procedure reports duplicates it has written nothing, the duplicates are
+//! set aside and the call is repeated without them (each round only shrinks the input). Either
+//! way a duplicate answers with the original message's id, and every committed segment is
+//! reported to `push::written::on_pushed`.
 
 use std::collections::HashMap;
 
@@ -17,6 +20,8 @@ use crate::app::App;
 use crate::http::json::{parse_object, Fields};
 use crate::http::{self, Answer, ApiError, Request};
 use crate::metrics::Metrics;
+use crate::push::fusion::{FrameFate, PushFrame, PushFusion, PushJob};
+use crate::push::written::{on_pushed, WrittenSegment};
 use crate::segment::{self, FrameRef};
 use crate::storage::DbError;
 use ackbench_wire::{txn_hash, PushResult};
@@ -95,6 +100,14 @@ pub fn validate_items(values: &[Value], path: &str) -> Result<Vec<Item>, ApiErro
         .collect()
 }
 
+/// What became of an item, once settled.
+enum Settled {
+    Queued,
+    /// A duplicate, answered with its original's message id (`None` when the original's
+    /// segment is gone).
+    Duplicate(Option<Uuid>),
+}
+
 /// Writes the items and answers one result per item, in input order.
 pub async fn push_items(
     app: &App,
@@ -102,17 +115,110 @@ pub async fn push_items(
     items: &[Item],
 ) -> Result<Vec<PushResult>, ApiError> {
     let groups = group_by_partition(items);
+    let settled = match &app.push_fusion {
+        Some(fusion) => push_fused(fusion, tenant, items, &groups).await?,
+        None => push_direct(app, tenant, items, &groups).await?,
+    };
+    let queued = settled
+        .iter()
+        .filter(|o| matches!(o, Settled::Queued))
+        .count() as u64;
+    Metrics::add(&app.metrics.messages_pushed, queued);
+    Metrics::add(&app.metrics.messages_duplicate, items.len() as u64 - queued);
+    Ok(items
+        .iter()
+        .zip(settled)
+        .enumerate()
+        .map(|(i, (item, settled))| {
+            let (status, message_id) = match settled {
+                Settled::Queued => ("queued", Some(item.message_id.to_string())),
+                Settled::Duplicate(original) => {
+                    ("duplicate", original.as_ref().map(Uuid::to_string))
+                }
+            };
+            PushResult {
+                index: i,
+                message_id,
+                transaction_id: item.transaction_id.clone(),
+                queue_name: item.queue.clone(),
+                status: status.to_string(),
+            }
+        })
+        .collect())
+}
+
+/// Push fusion: one job per (queue, partition) group, all enqueued at once; the answer waits
+/// for every group's commit. The request holds no pooled connection meanwhile.
+async fn push_fused(
+    fusion: &PushFusion,
+    tenant: Uuid,
+    items: &[Item],
+    groups: &[Vec<usize>],
+) -> Result<Vec<Settled>, ApiError> {
+    let tickets: Vec<_> = groups
+        .iter()
+        .map(|g| {
+            fusion.submit(PushJob {
+                tenant,
+                queue: items[g[0]].queue.clone(),
+                partition: items[g[0]].partition.clone(),
+                frames: g
+                    .iter()
+                    .map(|&i| PushFrame {
+                        message_id: items[i].message_id,
+                        transaction_id: items[i].transaction_id.clone(),
+                        payload: items[i].payload.clone(),
+                        hash: txn_hash(&items[i].transaction_id),
+                    })
+                    .collect(),
+            })
+        })
+        .collect();
+    let mut settled: Vec<Settled> = items.iter().map(|_| Settled::Queued).collect();
+    let mut failure = None;
+    for (g, ticket) in groups.iter().zip(tickets) {
+        match ticket.await {
+            Ok(done) => {
+                for (&i, fate) in g.iter().zip(done.fates) {
+                    settled[i] = match fate {
+                        FrameFate::Written { .. } => Settled::Queued,
+                        FrameFate::Duplicate { original } => Settled::Duplicate(original),
+                    };
+                }
+            }
+            Err(e) => failure = failure.or(Some(e)),
+        }
+    }
+    match failure {
+        None => Ok(settled),
+        Some(message) => Err(DbError {
+            context: "log_push_multi_v1",
+            message,
+            code: None,
+        }
+        .into()),
+    }
+}
+
+/// Without push fusion: every round is one `log_push_v1` call (one transaction) for all the
+/// request's groups.
+async fn push_direct(
+    app: &App,
+    tenant: Uuid,
+    items: &[Item],
+    groups: &[Vec<usize>],
+) -> Result<Vec<Settled>, ApiError> {
     let mut outcome: Vec<Outcome> = items.iter().map(|_| Outcome::Pending).collect();
     let db = app.db("push").await?;
     let stmt = db
         .prepare_cached(
-            "SELECT ordinal, partition_id, written, dup_index, dup_offset, dup_first, base_offset \
-                         FROM queen.log_push_v1($1, $2, $3, $4, $5)",
+            "SELECT ordinal, partition_id, base_offset, written, dup_index, dup_offset, \
+             dup_first FROM queen.log_push_v1($1, $2, $3, $4, $5)",
         )
         .await
         .map_err(|e| DbError::from_pg("log_push_v1", e))?;
     loop {
-        let call = PushCall::build(items, &groups, &outcome);
+        let call = PushCall::build(items, groups, &outcome);
         if call.members.is_empty() {
             break;
         }
@@ -134,9 +240,7 @@ pub async fn push_items(
             let members = &call.members[row.get::<_, i32>("ordinal") as usize - 1];
             if written {
                 members.iter().for_each(|&i| outcome[i] = Outcome::Queued);
-                let (pid, base): (Uuid, i64) = (row.get("partition_id"), row.get("base_offset"));
-                let queue = &items[members[0]].queue;
-                crate::pop::on_pushed(app, tenant, queue, pid, base + members.len() as i64 - 1);
+                report_written(app, tenant, items, members, row);
                 continue;
             }
             let pid: Uuid = row.get("partition_id");
@@ -158,40 +262,47 @@ pub async fn push_items(
     }
     let originals = original_ids(&db, &outcome).await?;
     drop(db);
-
-    let queued = outcome
-        .iter()
-        .filter(|o| matches!(o, Outcome::Queued))
-        .count() as u64;
-    Metrics::add(&app.metrics.messages_pushed, queued);
-    Metrics::add(&app.metrics.messages_duplicate, items.len() as u64 - queued);
-    for g in &groups {
-        let queued_here = g
-            .iter()
-            .filter(|&&i| matches!(outcome[i], Outcome::Queued))
-            .count();
-        if queued_here > 0 {
-            app.long_poll
-                .pushed(tenant, &items[g[0]].queue, queued_here);
-        }
-    }
-    Ok(items
-        .iter()
-        .enumerate()
-        .map(|(i, item)| {
-            let (status, message_id) = match &outcome[i] {
-                Outcome::Queued | Outcome::Pending => ("queued", Some(item.message_id.to_string())),
-                _ => ("duplicate", original_of(i, items, &outcome, &originals)),
-            };
-            PushResult {
-                index: i,
-                message_id,
-                transaction_id: item.transaction_id.clone(),
-                queue_name: item.queue.clone(),
-                status: status.to_string(),
-            }
+    Ok((0..items.len())
+        .map(|i| match outcome[i] {
+            Outcome::Queued | Outcome::Pending => Settled::Queued,
+            _ => Settled::Duplicate(
+                original_of(i, items, &outcome, &originals).and_then(|s| s.parse().ok()),
+            ),
         })
         .collect())
+}
+
+/// Hands one committed `log_push_v1` group to `on_pushed`.
+fn report_written(
+    app: &App,
+    tenant: Uuid,
+    items: &[Item],
+    members: &[usize],
+    row: &tokio_postgres::Row,
+) {
+    let frames: Vec<FrameRef<'_>> = members
+        .iter()
+        .map(|&i| FrameRef {
+            message_id: items[i].message_id,
+            transaction_id: &items[i].transaction_id,
+            payload: &items[i].payload,
+        })
+        .collect();
+    let base_offset: i64 = row.get("base_offset");
+    let first = &items[members[0]];
+    on_pushed(
+        app,
+        &WrittenSegment {
+            tenant,
+            queue: &first.queue,
+            partition: &first.partition,
+            partition_id: row.get("partition_id"),
+            base_offset,
+            end_offset: base_offset + frames.len() as i64 - 1,
+            created_at: None,
+            frames: &frames,
+        },
+    );
 }
 
 /// Item indices grouped by (queue, partition), groups in order of first appearance.

@@ -127,7 +127,12 @@ pub async fn handle(app: &App, req: &Request) -> Result<Answer, ApiError> {
     let pushed: usize = pushes.iter().map(|g| g.members.len()).sum();
     Metrics::add(&app.metrics.messages_pushed, pushed as u64);
     for g in &pushes {
-        app.long_poll.pushed(req.tenant, &g.queue, g.members.len());
+        // Pushed without partition ids at hand: the queue's candidate lists are reseeded.
+        if let Some(hot) = &app.hotlist {
+            hot.invalidate(&(req.tenant, g.queue.clone()));
+        }
+        app.long_poll
+            .pushed(req.tenant, &g.queue, Some(&g.partition), g.members.len());
     }
     if let Some(registry) = &app.registry {
         for g in acks.iter().map(|plan| &plan.group) {

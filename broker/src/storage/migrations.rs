@@ -37,6 +37,8 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(7, "007_lease_dlq.sql"),
     migration!(8, "008_ack_fusion.sql"),
     migration!(9, "009_transaction.sql"),
+    migration!(10, "010_dedup_index.sql"),
+    migration!(11, "011_push_multi.sql"),
     migration!(12, "012_pop_engine.sql"),
 ];
 

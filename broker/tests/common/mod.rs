@@ -62,7 +62,7 @@ impl TestBroker {
 }
 
 /// `ACKBENCH_TEST_ENGINE=off` runs a suite with every push/pop engine shortcut off (hotlist,
-/// pending gate, pop fusion, segment cache), so the contract tests cover both paths; `on` (the
+/// pending gate, pop fusion, segment cache, push fusion), so the contract tests cover both paths; `on` (the
 /// default) keeps the broker's defaults. A test's own tweak still wins.
 pub fn engine_from_env(config: &mut Config) {
     match std::env::var("ACKBENCH_TEST_ENGINE").as_deref() {
@@ -71,6 +71,7 @@ pub fn engine_from_env(config: &mut Config) {
             config.pop_pending_gate = false;
             config.pop_fusion = false;
             config.segment_cache_mb = 0;
+            config.push_fusion = false;
         }
         Ok("on") | Err(_) => {}
         Ok(other) => panic!("ACKBENCH_TEST_ENGINE must be `on` or `off`, not `{other}`"),

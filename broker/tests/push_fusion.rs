@@ -1,0 +1,312 @@
+//! Push fusion and the indexed dedup probe, through the real HTTP server against real
+//! PostgreSQL: exactly-once and dense offsets under concurrency (fusion on and off), duplicate
+//! resolution across concurrent requests, a bundle whose one segment holds duplicates, and
+//! the probe's plan.
+
+mod common;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::Duration;
+
+use common::{txns, TestBroker};
+use hyper::StatusCode;
+use serde_json::{json, Value};
+
+async fn many_concurrent_pushes_land_exactly_once_with_dense_offsets(fusion: bool) {
+    let t = TestBroker::start_with(|c| c.push_fusion = fusion).await;
+    const PARTITIONS: usize = 24;
+    const CLIENTS: usize = 12;
+    const ROUNDS: usize = 6;
+    let mut tasks = Vec::new();
+    for c in 0..CLIENTS {
+        let http = t.http.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut ids = Vec::new();
+            for r in 0..ROUNDS {
+                // each request spreads over three partitions
+                let items: Vec<Value> = (0..3)
+                    .map(|i| {
+                        let p = format!("p{}", (c + r + i * 7) % PARTITIONS);
+                        json!({"queue": "many", "partition": p, "transactionId": format!("{c}-{r}-{i}"), "payload": i})
+                    })
+                    .collect();
+                let reply = http.post("/api/v1/push", json!({ "items": items })).await;
+                assert_eq!(reply.status, StatusCode::CREATED, "{}", reply.text);
+                for x in reply.json.as_array().unwrap() {
+                    assert_eq!(x["status"], "queued");
+                    ids.push(x["message_id"].as_str().unwrap().to_string());
+                }
+            }
+            ids
+        }));
+    }
+    let mut ids = HashSet::new();
+    for task in tasks {
+        for id in task.await.unwrap() {
+            assert!(ids.insert(id), "a message id answered twice");
+        }
+    }
+    assert_eq!(ids.len(), CLIENTS * ROUNDS * 3);
+
+    let db = t.sql().await;
+    let rows = db
+        .query(
+            "SELECT p.id, p.last_offset, s.base_offset, s.end_offset, \
+                    (SELECT count(*) FROM queen.log_txns x WHERE x.partition_id = s.partition_id \
+                       AND x.base_offset = s.base_offset AND x.end_offset = s.end_offset) \
+             FROM queen.log_partitions p JOIN queen.log_segments s ON s.partition_id = p.id \
+             ORDER BY p.id, s.base_offset",
+            &[],
+        )
+        .await
+        .unwrap();
+    let mut next: HashMap<uuid::Uuid, (i64, i64)> = HashMap::new();
+    for r in &rows {
+        let (pid, last, base, end, sidecar): (uuid::Uuid, i64, i64, i64, i64) =
+            (r.get(0), r.get(1), r.get(2), r.get(3), r.get(4));
+        let expected = next.get(&pid).map_or(0, |(e, _)| *e);
+        assert_eq!(base, expected, "offsets are dense");
+        assert_eq!(sidecar, 1, "one sidecar row mirrors each segment");
+        next.insert(pid, (end + 1, last));
+    }
+    let total: i64 = next.values().map(|(e, _)| *e).sum();
+    assert_eq!(total as usize, CLIENTS * ROUNDS * 3);
+    assert!(next.values().all(|(e, last)| *e == last + 1));
+
+    // every message pops exactly once, with its answered id
+    let mut popped = HashSet::new();
+    for p in 0..PARTITIONS {
+        let reply = t
+            .http
+            .pop("many", &format!("p{p}"), "batch=1000&autoAck=true")
+            .await;
+        for m in reply.json["messages"].as_array().into_iter().flatten() {
+            assert!(popped.insert(m["id"].as_str().unwrap().to_string()));
+        }
+    }
+    assert_eq!(popped, ids);
+    t.broker.shutdown().await;
+}
+
+async fn concurrent_duplicates_resolve_to_the_original(fusion: bool) {
+    let t = TestBroker::start_with(|c| c.push_fusion = fusion).await;
+    let mut tasks = Vec::new();
+    for c in 0..16 {
+        let http = t.http.clone();
+        tasks.push(tokio::spawn(async move {
+            // the shared id twice in one request, around a unique one
+            http.push(
+                "dups",
+                &[("p", "same"), ("p", &format!("own-{c}")), ("p", "same")],
+            )
+            .await
+        }));
+    }
+    let mut answers = Vec::new();
+    for task in tasks {
+        answers.push(task.await.unwrap());
+    }
+    let queued: Vec<&Value> = answers
+        .iter()
+        .map(|a| &a[0])
+        .filter(|x| x["status"] == "queued")
+        .collect();
+    assert_eq!(queued.len(), 1, "exactly one copy of `same` is written");
+    let original = queued[0]["message_id"].clone();
+    for a in &answers {
+        assert_eq!(a[1]["status"], "queued");
+        assert_eq!(a[2]["status"], "duplicate");
+        assert_eq!(a[0]["message_id"], original);
+        assert_eq!(a[2]["message_id"], original);
+    }
+    let p = t.http.pop("dups", "p", "batch=100").await;
+    let got = txns(&p);
+    assert_eq!(got.iter().filter(|x| *x == "same").count(), 1);
+    assert_eq!(got.len(), 17);
+    assert_eq!(p.json["messages"][0]["id"], original);
+    t.broker.shutdown().await;
+}
+
+macro_rules! on_both_push_paths {
+    ($($name:ident),* $(,)?) => {
+        mod push_fusion_on {
+            $(#[tokio::test]
+            async fn $name() {
+                super::$name(true).await
+            })*
+        }
+        mod push_fusion_off {
+            $(#[tokio::test]
+            async fn $name() {
+                super::$name(false).await
+            })*
+        }
+    };
+}
+
+on_both_push_paths!(
+    many_concurrent_pushes_land_exactly_once_with_dense_offsets,
+    concurrent_duplicates_resolve_to_the_original,
+);
+
+#[tokio::test]
+async fn a_bundle_writes_its_other_segments_when_one_holds_duplicates() {
+    // One shard, one flush in flight: while a flush of `a` waits on its partition lock
+    // (held below), pushes to `b` and `c` become ready and go out together in the next flush.
+    let t = TestBroker::start_with(|c| {
+        c.push_fusion = true;
+        c.push_fusion_shards = 1;
+        c.push_fusion_max_inflight = 1;
+    })
+    .await;
+    let first_b = t.http.push("bq", &[("a", "a0"), ("b", "x")]).await;
+    let stats = &t.broker.app().push_fusion.as_ref().unwrap().stats;
+    let (flushes0, segments0) = (stats.flushes.load(Relaxed), stats.segments.load(Relaxed));
+
+    let mut blocker = t.sql().await;
+    let tx = blocker.transaction().await.unwrap();
+    tx.execute(
+        "SELECT 1 FROM queen.log_partitions WHERE name = 'a' FOR UPDATE",
+        &[],
+    )
+    .await
+    .unwrap();
+    let http = t.http.clone();
+    let push_a = tokio::spawn(async move { http.push("bq", &[("a", "a1")]).await });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let http = t.http.clone();
+    let push_b = tokio::spawn(async move { http.push("bq", &[("b", "x"), ("b", "y")]).await });
+    let http = t.http.clone();
+    let push_c = tokio::spawn(async move { http.push("bq", &[("c", "z")]).await });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    tx.rollback().await.unwrap();
+
+    let (a, b, c) = (
+        push_a.await.unwrap(),
+        push_b.await.unwrap(),
+        push_c.await.unwrap(),
+    );
+    assert_eq!(a[0]["status"], "queued");
+    assert_eq!(b[0]["status"], "duplicate");
+    assert_eq!(b[0]["message_id"], first_b[1]["message_id"]);
+    assert_eq!(b[1]["status"], "queued");
+    assert_eq!(c[0]["status"], "queued");
+    // a; then b (duplicates, not written) + c (written) in one call; then b's survivor
+    assert_eq!(stats.flushes.load(Relaxed) - flushes0, 3);
+    assert_eq!(stats.segments.load(Relaxed) - segments0, 4);
+    let p = t.http.pop("bq", "b", "batch=10").await;
+    assert_eq!(txns(&p), ["x", "y"]);
+    let p = t.http.pop("bq", "c", "batch=10").await;
+    assert_eq!(txns(&p), ["z"]);
+    t.broker.shutdown().await;
+}
+
+#[tokio::test]
+async fn fused_segments_carry_many_requests() {
+    let t = TestBroker::start_with(|c| {
+        c.push_fusion = true;
+        c.push_fusion_shards = 1;
+    })
+    .await;
+    let mut tasks = Vec::new();
+    for i in 0..64 {
+        let http = t.http.clone();
+        tasks.push(tokio::spawn(async move {
+            http.push("hot", &[("p", &format!("m{i}"))]).await
+        }));
+    }
+    for task in tasks {
+        assert_eq!(task.await.unwrap()[0]["status"], "queued");
+    }
+    let stats = &t.broker.app().push_fusion.as_ref().unwrap().stats;
+    assert_eq!(stats.frames_written.load(Relaxed), 64);
+    assert!(
+        stats.flushes.load(Relaxed) < 64,
+        "64 concurrent pushes to one partition took {} commits",
+        stats.flushes.load(Relaxed)
+    );
+    let p = t.http.pop("hot", "p", "batch=100").await;
+    assert_eq!(txns(&p).len(), 64);
+    t.broker.shutdown().await;
+}
+
+/// The probe must find hashes through the GIN index, never by scanning the partition's
+/// sidecar rows inside the window (the cost that grew with the window).
+#[tokio::test]
+async fn dedup_probe_uses_the_hash_index() {
+    let t = TestBroker::start().await;
+    t.http.push("ix", &[("p", "seed")]).await;
+    let (client, mut conn) = tokio_postgres::connect(&t.db_url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    let (notices_tx, mut notices) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        while let Some(Ok(m)) = std::future::poll_fn(|cx| conn.poll_message(cx)).await {
+            if let tokio_postgres::AsyncMessage::Notice(n) = m {
+                let _ = notices_tx.send(n.message().to_string());
+            }
+        }
+    });
+    let pid: uuid::Uuid = client
+        .query_one("SELECT id FROM queen.log_partitions WHERE name = 'p'", &[])
+        .await
+        .unwrap()
+        .get(0);
+    // 20 000 one-frame sidecar rows inside the window
+    client
+        .execute(
+            "INSERT INTO queen.log_txns (partition_id, base_offset, end_offset, hashes) \
+             SELECT $1, g, g, decode(md5('h' || g), 'hex') FROM generate_series(1, 20000) g",
+            &[&pid],
+        )
+        .await
+        .unwrap();
+    client
+        .batch_execute(
+            "ANALYZE queen.log_txns; LOAD 'auto_explain'; \
+             SET auto_explain.log_min_duration = 0; SET auto_explain.log_nested_statements = on; \
+             SET auto_explain.log_level = notice; SET client_min_messages = notice",
+        )
+        .await
+        .unwrap();
+    for mode in ["force_custom_plan", "force_generic_plan"] {
+        client
+            .batch_execute(&format!("SET plan_cache_mode = {mode}"))
+            .await
+            .unwrap();
+        while notices.try_recv().is_ok() {}
+        let row = client
+            .query_one(
+                "SELECT dup_index, dup_offset, dup_first FROM queen.log_dedup_probe_v1(\
+                   $1, 0, 3600, decode(md5('h12345') || md5('new') || md5('new'), 'hex'))",
+                &[&pid],
+            )
+            .await
+            .unwrap();
+        let (idx, off, first): (Vec<i32>, Vec<i64>, Vec<i32>) =
+            (row.get(0), row.get(1), row.get(2));
+        assert_eq!(
+            (idx, off, first),
+            (vec![0, 2], vec![12345, -1], vec![-1, 1])
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let mut plans = Vec::new();
+        while let Ok(n) = notices.try_recv() {
+            plans.push(n);
+        }
+        let probe = plans
+            .iter()
+            .find(|p| p.contains("log_txns"))
+            .unwrap_or_else(|| panic!("{mode}: no plan of the probe's query in {plans:?}"));
+        assert!(
+            probe.contains("log_txns_dedup_idx"),
+            "{mode}: the probe does not use the hash index:\n{probe}"
+        );
+        assert!(
+            !probe.contains("Seq Scan on log_txns") && !probe.contains("log_txns_age_idx"),
+            "{mode}: the probe scans the window:\n{probe}"
+        );
+    }
+    t.broker.shutdown().await;
+}
