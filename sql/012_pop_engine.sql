@@ -85,7 +85,9 @@ $$;
 -- starting at the same offset. Each row carries the claimed span, its job's ordinal, the
 -- partition's last offset and one segment overlapping the span; `blob` is null when the
 -- segment is listed in (cached partitions, cached bases), which the broker holds decoded. A job
--- may come back with no row.
+-- may come back with no row; it plans its partitions from what it reads before locking, so a
+-- candidate held by another transaction at the moment of locking is skipped, not replaced by
+-- the job's next candidate (the broker's next attempt takes new candidates).
 -- Locks: consumer rows FOR UPDATE SKIP LOCKED, visited in ascending (partition id, group) when
 -- several jobs share the call (one job keeps its candidates' order: the hotlist's, or random);
 -- creation advisory locks taken without waiting. Never waits on a lock.
@@ -99,127 +101,127 @@ RETURNS TABLE (ordinal integer, partition_id uuid, queue_name text, partition_na
                lease_expires_at timestamptz, last_offset bigint, seg_base bigint,
                seg_end bigint, seg_created timestamptz, blob bytea)
 LANGUAGE plpgsql AS $$
-DECLARE
-    n integer := coalesce(array_length(p_groups, 1), 0);
-    v_budget integer[] := p_batches;
-    v_claimed integer[] := array_fill(0, ARRAY[n]);
-    v_cached bigint[];
-    v_job integer;
-    v_pid uuid;
-    v_group text;
-    v_auto boolean;
-    v_log_start bigint;
-    v_lease integer;
-    v_has_row boolean;
-    v_committed bigint;
-    v_batch_end bigint;
-    v_expires timestamptz;
-    cand record;
 BEGIN
-    FOR cand IN
-        SELECT u.job, u.pid
+    -- One statement for every job: a per-candidate procedural loop cost several times the SQL
+    -- it ran. PL/pgSQL only to keep the statement's plan cached (an SQL function replans it on
+    -- every call).
+    RETURN QUERY
+    WITH cand AS (
+        SELECT u.job, u.pid, u.k
         FROM unnest(p_cand_jobs, p_cand_pids) WITH ORDINALITY AS u(job, pid, k)
-        ORDER BY CASE WHEN n > 1 THEN u.pid END, CASE WHEN n > 1 THEN p_groups[u.job] END,
-                 u.job, u.k
-    LOOP
-        v_job := cand.job; v_pid := cand.pid;
-        CONTINUE WHEN v_claimed[v_job] >= p_max_partitions[v_job] OR v_budget[v_job] <= 0;
-        v_group := p_groups[v_job]; v_auto := p_auto_acks[v_job];
-        -- Read first, lock only when there is something to lease: an empty look writes nothing.
-        SELECT p.last_offset, p.log_start, p.name, q.name,
-               COALESCE(p_lease_seconds[v_job], q.lease_time),
-               c.partition_id IS NOT NULL, c.committed, c.batch_end, c.lease_expires_at
-        INTO last_offset, v_log_start, partition_name, queue_name, v_lease,
-             v_has_row, v_committed, v_batch_end, v_expires
-        FROM queen.log_partitions p
+    ), look AS (
+        -- What is deliverable, read without any lock: an empty look writes nothing.
+        SELECT c.job, c.pid, c.k, p.last_offset AS last_at, p.log_start, p.name AS pname,
+               q.name AS qname, COALESCE(p_lease_seconds[c.job], q.lease_time) AS lease,
+               lc.partition_id IS NOT NULL AS has_row,
+               GREATEST(COALESCE(lc.committed, p.log_start - 1) + 1, p.log_start) AS start_at
+        FROM cand c
+        JOIN queen.log_partitions p ON p.id = c.pid
         JOIN queen.queues q ON q.id = p.queue_id
-        LEFT JOIN queen.log_consumers c ON c.partition_id = p.id AND c.consumer_group = v_group
-        WHERE p.id = v_pid;
-        CONTINUE WHEN NOT FOUND OR last_offset < v_log_start;
-        span_start := NULL;
-        IF NOT v_has_row THEN
-            CONTINUE WHEN NOT pg_try_advisory_xact_lock(queen.consumer_lock_key_v1(v_pid, v_group));
-            span_start := v_log_start;
-            span_end := LEAST(span_start + v_budget[v_job] - 1, last_offset);
-            attempt := 1;
-            lease_expires_at := CASE WHEN v_auto THEN NULL
-                                     ELSE now() + make_interval(secs => v_lease) END;
-            INSERT INTO queen.log_consumers
-                (partition_id, consumer_group, committed, batch_end, worker_id, lease_expires_at,
-                 attempt_count, attempt_from, total_consumed)
-            VALUES (v_pid, v_group,
-                    CASE WHEN v_auto THEN span_end ELSE span_start - 1 END,
-                    CASE WHEN v_auto THEN NULL ELSE span_end END,
-                    CASE WHEN v_auto THEN NULL ELSE p_workers[v_job] END,
-                    lease_expires_at,
-                    CASE WHEN v_auto THEN 0 ELSE 1 END,
-                    CASE WHEN v_auto THEN NULL ELSE span_start END,
-                    CASE WHEN v_auto THEN span_end - span_start + 1 ELSE 0 END)
-            ON CONFLICT DO NOTHING;
-            CONTINUE WHEN NOT FOUND;
-        ELSE
-            CONTINUE WHEN (v_batch_end IS NOT NULL AND v_expires > now())
-                       OR GREATEST(v_committed + 1, v_log_start) > last_offset;
-            IF v_auto THEN
-                -- Auto ack: the cursor moves past the span, no lease is written.
-                UPDATE queen.log_consumers lc SET
-                    committed = LEAST(GREATEST(lc.committed + 1, v_log_start)
-                                      + v_budget[v_job] - 1, last_offset),
-                    batch_end = NULL, worker_id = NULL, lease_expires_at = NULL,
-                    batch_retry_count = 0, attempt_count = 0, attempt_from = NULL,
-                    total_consumed = lc.total_consumed
-                        + LEAST(GREATEST(lc.committed + 1, v_log_start) + v_budget[v_job] - 1,
-                                last_offset) - GREATEST(lc.committed + 1, v_log_start) + 1
-                FROM (SELECT l.partition_id, l.consumer_group, l.committed AS before
-                      FROM queen.log_consumers l
-                      WHERE l.partition_id = v_pid AND l.consumer_group = v_group
-                      FOR UPDATE SKIP LOCKED) AS locked
-                WHERE lc.partition_id = locked.partition_id
-                  AND lc.consumer_group = locked.consumer_group
-                  AND (lc.batch_end IS NULL OR lc.lease_expires_at <= now())
-                  AND GREATEST(lc.committed + 1, v_log_start) <= last_offset
-                RETURNING GREATEST(locked.before + 1, v_log_start), lc.committed, 1, NULL
-                INTO span_start, span_end, attempt, lease_expires_at;
-            ELSE
-                -- The lease: span (committed, batch_end], re-checked under the row lock.
-                UPDATE queen.log_consumers lc SET
-                    batch_end = LEAST(GREATEST(lc.committed + 1, v_log_start)
-                                      + v_budget[v_job] - 1, last_offset),
-                    worker_id = p_workers[v_job],
-                    lease_expires_at = now() + make_interval(secs => v_lease),
-                    attempt_count = CASE WHEN lc.attempt_from = GREATEST(lc.committed + 1, v_log_start)
-                                         THEN lc.attempt_count + 1 ELSE 1 END,
-                    attempt_from = GREATEST(lc.committed + 1, v_log_start)
-                FROM (SELECT l.partition_id, l.consumer_group
-                      FROM queen.log_consumers l
-                      WHERE l.partition_id = v_pid AND l.consumer_group = v_group
-                      FOR UPDATE SKIP LOCKED) AS locked
-                WHERE lc.partition_id = locked.partition_id
-                  AND lc.consumer_group = locked.consumer_group
-                  AND (lc.batch_end IS NULL OR lc.lease_expires_at <= now())
-                  AND GREATEST(lc.committed + 1, v_log_start) <= last_offset
-                RETURNING lc.attempt_from, lc.batch_end, lc.attempt_count, lc.lease_expires_at
-                INTO span_start, span_end, attempt, lease_expires_at;
-            END IF;
-            CONTINUE WHEN span_start IS NULL;  -- held by someone else, or changed meanwhile
-        END IF;
-        v_claimed[v_job] := v_claimed[v_job] + 1;
-        v_budget[v_job] := v_budget[v_job] - (span_end - span_start + 1)::integer;
-        v_cached := ARRAY(SELECT c.base FROM unnest(p_cached_pids, p_cached_bases) AS c(pid, base)
-                          WHERE c.pid = v_pid);
-        RETURN QUERY
-        SELECT v_job, v_pid, queue_name, partition_name, span_start, span_end,
-               attempt, lease_expires_at, last_offset, g.base_offset, g.end_offset,
-               g.created_at,
-               CASE WHEN g.base_offset = ANY (v_cached) THEN NULL ELSE g.blob END
-        FROM queen.log_segments g
-        WHERE g.partition_id = v_pid
-          AND g.base_offset >= COALESCE((SELECT max(x.base_offset) FROM queen.log_segments x
-                                         WHERE x.partition_id = v_pid
-                                           AND x.base_offset <= span_start), span_start)
-          AND g.base_offset <= span_end
-        ORDER BY g.base_offset;
-    END LOOP;
+        LEFT JOIN queen.log_consumers lc
+               ON lc.partition_id = c.pid AND lc.consumer_group = p_groups[c.job]
+        WHERE p.last_offset >= p.log_start
+          AND (lc.batch_end IS NULL OR lc.lease_expires_at <= now())
+          AND GREATEST(COALESCE(lc.committed, p.log_start - 1) + 1, p.log_start) <= p.last_offset
+    ), budget AS (
+        -- Per job, candidates in order, sharing the job's message budget.
+        SELECT l.*, row_number() OVER w AS nth,
+               COALESCE(sum(l.last_at - l.start_at + 1) OVER (w ROWS BETWEEN UNBOUNDED PRECEDING
+                                                               AND 1 PRECEDING), 0)::bigint
+                   AS before
+        FROM look l
+        WINDOW w AS (PARTITION BY l.job ORDER BY l.k)
+    ), chosen AS (
+        -- One job per (partition, group): the first asking.
+        SELECT DISTINCT ON (b.pid, p_groups[b.job]) b.*, p_groups[b.job] AS grp,
+               LEAST(b.last_at - b.start_at, p_batches[b.job] - b.before - 1) AS span_len
+        FROM budget b
+        WHERE b.nth <= p_max_partitions[b.job] AND b.before < p_batches[b.job]
+        ORDER BY b.pid, p_groups[b.job], b.job
+    ), locked AS (
+        SELECT l.partition_id, l.consumer_group, l.committed AS before
+        FROM queen.log_consumers l
+        JOIN chosen ch ON l.partition_id = ch.pid AND l.consumer_group = ch.grp
+        WHERE ch.has_row
+        ORDER BY l.partition_id, l.consumer_group
+        FOR UPDATE OF l SKIP LOCKED
+    ), leased AS (
+        -- Re-checked under the row lock; the span starts at the cursor as it is now.
+        UPDATE queen.log_consumers lc SET
+            committed = CASE WHEN p_auto_acks[ch.job]
+                             THEN LEAST(GREATEST(lk.before + 1, ch.log_start) + ch.span_len,
+                                        ch.last_at)
+                             ELSE lc.committed END,
+            batch_end = CASE WHEN p_auto_acks[ch.job] THEN NULL
+                             ELSE LEAST(GREATEST(lk.before + 1, ch.log_start) + ch.span_len,
+                                        ch.last_at) END,
+            worker_id = CASE WHEN p_auto_acks[ch.job] THEN NULL ELSE p_workers[ch.job] END,
+            lease_expires_at = CASE WHEN p_auto_acks[ch.job] THEN NULL
+                                    ELSE now() + make_interval(secs => ch.lease) END,
+            batch_retry_count = CASE WHEN p_auto_acks[ch.job] THEN 0
+                                     ELSE lc.batch_retry_count END,
+            attempt_count = CASE WHEN p_auto_acks[ch.job] THEN 0
+                                 WHEN lc.attempt_from = GREATEST(lk.before + 1, ch.log_start)
+                                 THEN lc.attempt_count + 1 ELSE 1 END,
+            attempt_from = CASE WHEN p_auto_acks[ch.job] THEN NULL
+                                ELSE GREATEST(lk.before + 1, ch.log_start) END,
+            total_consumed = lc.total_consumed
+                + CASE WHEN p_auto_acks[ch.job]
+                       THEN LEAST(GREATEST(lk.before + 1, ch.log_start) + ch.span_len, ch.last_at)
+                            - GREATEST(lk.before + 1, ch.log_start) + 1
+                       ELSE 0 END
+        FROM locked lk, chosen ch
+        WHERE lc.partition_id = lk.partition_id AND lc.consumer_group = lk.consumer_group
+          AND ch.pid = lk.partition_id AND ch.grp = lk.consumer_group
+          AND (lc.batch_end IS NULL OR lc.lease_expires_at <= now())
+          AND GREATEST(lk.before + 1, ch.log_start) <= ch.last_at
+        RETURNING ch.job, ch.k, ch.pid, ch.qname, ch.pname,
+                  GREATEST(lk.before + 1, ch.log_start) AS s,
+                  LEAST(GREATEST(lk.before + 1, ch.log_start) + ch.span_len, ch.last_at) AS e,
+                  CASE WHEN p_auto_acks[ch.job] THEN 1 ELSE lc.attempt_count END AS att,
+                  lc.lease_expires_at AS lease_at, ch.last_at
+    ), created AS (
+        -- A missing cursor row starts at the partition's beginning, created only under the
+        -- creation advisory lock, taken without waiting.
+        INSERT INTO queen.log_consumers
+            (partition_id, consumer_group, committed, batch_end, worker_id, lease_expires_at,
+             attempt_count, attempt_from, total_consumed)
+        SELECT ch.pid, ch.grp,
+               CASE WHEN p_auto_acks[ch.job] THEN ch.start_at + ch.span_len
+                    ELSE ch.start_at - 1 END,
+               CASE WHEN p_auto_acks[ch.job] THEN NULL ELSE ch.start_at + ch.span_len END,
+               CASE WHEN p_auto_acks[ch.job] THEN NULL ELSE p_workers[ch.job] END,
+               CASE WHEN p_auto_acks[ch.job] THEN NULL
+                    ELSE now() + make_interval(secs => ch.lease) END,
+               CASE WHEN p_auto_acks[ch.job] THEN 0 ELSE 1 END,
+               CASE WHEN p_auto_acks[ch.job] THEN NULL ELSE ch.start_at END,
+               CASE WHEN p_auto_acks[ch.job] THEN ch.span_len + 1 ELSE 0 END
+        FROM chosen ch
+        WHERE NOT ch.has_row
+          AND pg_try_advisory_xact_lock(queen.consumer_lock_key_v1(ch.pid, ch.grp))
+        ORDER BY ch.pid, ch.grp
+        ON CONFLICT DO NOTHING
+        RETURNING log_consumers.partition_id, log_consumers.consumer_group,
+                  log_consumers.lease_expires_at
+    ), claims AS (
+        SELECT job, k, pid, qname, pname, s, e, att, lease_at, last_at FROM leased
+        UNION ALL
+        SELECT ch.job, ch.k, ch.pid, ch.qname, ch.pname, ch.start_at, ch.start_at + ch.span_len,
+               1, cr.lease_expires_at, ch.last_at
+        FROM created cr JOIN chosen ch ON ch.pid = cr.partition_id AND ch.grp = cr.consumer_group
+    )
+    SELECT c.job::integer, c.pid, c.qname, c.pname, c.s, c.e, c.att, c.lease_at, c.last_at,
+           g.base_offset, g.end_offset, g.created_at,
+           CASE WHEN EXISTS (SELECT 1 FROM unnest(p_cached_pids, p_cached_bases) AS x(pid, base)
+                             WHERE x.pid = c.pid AND x.base = g.base_offset)
+                THEN NULL ELSE g.blob END
+    FROM claims c
+    JOIN queen.log_segments g
+      ON g.partition_id = c.pid
+     AND g.base_offset >= COALESCE((SELECT max(x.base_offset) FROM queen.log_segments x
+                                    WHERE x.partition_id = c.pid AND x.base_offset <= c.s), c.s)
+     AND g.base_offset <= c.e
+    ORDER BY c.job, c.k, g.base_offset;
 END;
 $$;
 
