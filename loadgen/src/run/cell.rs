@@ -244,9 +244,9 @@ pub(crate) async fn prefill(
                 let partition = (k % partitions as u64) as u32;
                 // Backlog, not offered load: no send time, so end-to-end latency (push to
                 // ack of what the producers offer) is not inflated by how long the backlog waits.
-                let body = pusher.writer.write(k, partition, None);
+                pusher.writer.write(k, partition, None);
                 pusher
-                    .push(&ctx, body)
+                    .push(&ctx)
                     .await
                     .map_err(|e| format!("prefill: {e}"))?;
             }
@@ -274,6 +274,7 @@ pub(crate) async fn prefill(
     Ok(())
 }
 
+/// Starts the cell's producers and consumers on the workload's own runtime.
 pub(crate) fn spawn_workers(
     cr: &CellRound<'_>,
     queue: &str,
@@ -281,6 +282,7 @@ pub(crate) fn spawn_workers(
 ) -> Vec<JoinHandle<()>> {
     let s = cr.scenario;
     let names: std::sync::Arc<[String]> = s.partition_names().into();
+    let load = crate::workload::runtime();
     let mut tasks = Vec::new();
     let rate = s
         .producers
@@ -298,7 +300,7 @@ pub(crate) fn spawn_workers(
             tag: cr.tag(),
             seed: cr.seed.wrapping_add(id as u64),
         };
-        tasks.push(tokio::spawn(producer::run(plan, ctx.clone())));
+        tasks.push(load.spawn(producer::run(plan, ctx.clone())));
     }
     let c = &s.consumers;
     let lease = Duration::from_secs(c.lease_seconds.unwrap_or(s.queue.options.lease_time) as u64);
@@ -327,7 +329,7 @@ pub(crate) fn spawn_workers(
                 outcome_shares: c.outcomes.shares(),
                 seed: cr.seed.wrapping_mul(31).wrapping_add(1000 + id as u64),
             };
-            tasks.push(tokio::spawn(consumer::run(plan, ctx.clone())));
+            tasks.push(load.spawn(consumer::run(plan, ctx.clone())));
             id += 1;
         }
     }

@@ -10,14 +10,14 @@ use std::ops::Range;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use hyper::{StatusCode, Uri};
+use hyper::StatusCode;
 use serde::{Deserialize, Serialize, Serializer};
 use serde_json::value::RawValue;
 
 use ackbench_wire::{txn_hash, AckResultRef, MessageRef, PopResponseRef, TxnHash};
 
 use super::{now_us, CellContext, Counters, Phase};
-use crate::client::{encode, parse, routes, uri, BodyBuf, Connection};
+use crate::client::{encode, parse, routes, BodyBuf, Connection};
 
 #[derive(Debug, Clone)]
 pub struct ConsumerPlan {
@@ -55,7 +55,6 @@ const DRAIN_POP_BATCH: u32 = 1000;
 struct Worker {
     conn: Connection,
     routes: PopRoutes,
-    ack_uri: Uri,
     body: BodyBuf,
     rng: fastrand::Rng,
     /// The current batch's transactionId hashes and outcomes, by message.
@@ -67,7 +66,6 @@ pub async fn run(plan: ConsumerPlan, ctx: Arc<CellContext>) {
     let mut w = Worker {
         conn: ctx.client.connection(),
         routes: PopRoutes::new(&plan),
-        ack_uri: uri(routes::ACK_BATCH),
         body: BodyBuf::default(),
         rng: fastrand::Rng::with_seed(plan.seed),
         hashes: Vec::new(),
@@ -104,8 +102,8 @@ pub async fn run(plan: ConsumerPlan, ctx: Arc<CellContext>) {
 /// A consumer's pop requests, built once: one per named partition (or one wildcard), for the
 /// measured load and for the drain.
 struct PopRoutes {
-    load: Vec<Uri>,
-    drain: Vec<Uri>,
+    load: Vec<String>,
+    drain: Vec<String>,
 }
 
 impl PopRoutes {
@@ -115,18 +113,14 @@ impl PopRoutes {
         } else {
             1
         };
-        let build = |draining| {
-            (0..count)
-                .map(|i| uri(&pop_path(plan, i, draining)))
-                .collect()
-        };
+        let build = |draining| (0..count).map(|i| pop_path(plan, i, draining)).collect();
         PopRoutes {
             load: build(false),
             drain: build(true),
         }
     }
 
-    fn pick(&self, turn: u32, draining: bool) -> &Uri {
+    fn pick(&self, turn: u32, draining: bool) -> &str {
         let routes = if draining { &self.drain } else { &self.load };
         &routes[turn as usize % routes.len()]
     }
@@ -286,7 +280,7 @@ async fn ack(
         consumer_group: plan.group.as_deref(),
     });
     let started = Instant::now();
-    let answer = w.conn.post(&w.ack_uri, body, StatusCode::OK).await;
+    let answer = w.conn.post(routes::ACK_BATCH, body, StatusCode::OK).await;
     Counters::bump(&ctx.counters.ack_requests, 1);
     let answer = match answer {
         Ok(a) => a,

@@ -9,14 +9,13 @@ use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
-use hyper::{StatusCode, Uri};
+use hyper::StatusCode;
 use serde::{Serialize, Serializer};
 
 use ackbench_wire::{txn_hash, PushResultRef, TxnHash};
 
 use super::{now_us, CellContext, Counters, Phase};
-use crate::client::{parse, routes, uri, BodyBuf, ClientError, Connection};
+use crate::client::{parse, routes, BodyBuf, ClientError, Connection};
 
 /// What one producer does.
 #[derive(Debug, Clone)]
@@ -64,7 +63,7 @@ pub async fn run(plan: ProducerPlan, ctx: Arc<CellContext>) {
             next_partition
         };
         let intended_us = now_us().saturating_sub(intended.elapsed().as_micros() as u64);
-        let body = pusher.writer.write(seq, partition, Some(intended_us));
+        pusher.writer.write(seq, partition, Some(intended_us));
         let sent = Instant::now();
         if interval.is_some() {
             // Schedule lag: how late the send starts against its intended time (a producer
@@ -73,7 +72,7 @@ pub async fn run(plan: ProducerPlan, ctx: Arc<CellContext>) {
             ctx.latency
                 .record("schedule_lag", sent.saturating_duration_since(intended));
         }
-        match pusher.push(&ctx, body).await {
+        match pusher.push(&ctx).await {
             Ok(()) => {
                 let done = Instant::now();
                 ctx.latency.record("push", done - intended);
@@ -90,7 +89,6 @@ pub async fn run(plan: ProducerPlan, ctx: Arc<CellContext>) {
 /// A producer's connection and body writer.
 pub struct Pusher {
     conn: Connection,
-    uri: Uri,
     pub writer: PushWriter,
 }
 
@@ -98,14 +96,17 @@ impl Pusher {
     pub fn new(plan: &ProducerPlan, ctx: &CellContext) -> Pusher {
         Pusher {
             conn: ctx.client.connection(),
-            uri: uri(routes::PUSH),
             writer: PushWriter::new(plan),
         }
     }
 
     /// Sends the body last written and books what the broker queued.
-    pub async fn push(&mut self, ctx: &CellContext, body: Bytes) -> Result<(), ClientError> {
-        let answer = self.conn.post(&self.uri, body, StatusCode::CREATED).await;
+    pub async fn push(&mut self, ctx: &CellContext) -> Result<(), ClientError> {
+        let body = self.writer.body.written();
+        let answer = self
+            .conn
+            .post(routes::PUSH, body, StatusCode::CREATED)
+            .await;
         Counters::bump(&ctx.counters.push_requests, 1);
         let answer = answer?;
         let results: Vec<PushResultRef<'_>> = parse("push", &answer)?;
@@ -144,10 +145,10 @@ impl PushWriter {
         }
     }
 
-    /// The body of push request `seq` to `partition`: `batch` messages whose transactionIds are
-    /// `{tag}-{id}-{seq}-{i}` and whose payload carries `ts` (the intended send time, for
-    /// end-to-end latency; none for backlog) and the padding.
-    pub fn write(&mut self, seq: u64, partition: u32, ts: Option<u64>) -> Bytes {
+    /// Writes the body of push request `seq` to `partition`: `batch` messages whose
+    /// transactionIds are `{tag}-{id}-{seq}-{i}` and whose payload carries `ts` (the intended
+    /// send time, for end-to-end latency; none for backlog) and the padding.
+    pub fn write(&mut self, seq: u64, partition: u32, ts: Option<u64>) -> &[u8] {
         self.hashes.clear();
         for i in 0..self.batch {
             self.scratch.clear();
