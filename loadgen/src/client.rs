@@ -439,7 +439,7 @@ mod tests {
                 status: 200,
                 framing: Framing::Length(12),
                 close: false,
-                len: 38
+                len: 39
             })
         );
         assert_eq!(parse_head(b"HTTP/1.1 200 OK\r\ncontent-le").unwrap(), None);

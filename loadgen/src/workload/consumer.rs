@@ -354,7 +354,12 @@ fn sent_at(data: &RawValue) -> Option<u64> {
     struct Stamp {
         ts: Option<u64>,
     }
-    serde_json::from_str::<Stamp>(data.get()).ok()?.ts
+    // A derived struct also reads from an array (`[1]`); only an object carries a stamp.
+    let text = data.get();
+    if !text.starts_with('{') {
+        return None;
+    }
+    serde_json::from_str::<Stamp>(text).ok()?.ts
 }
 
 #[cfg(test)]
@@ -383,7 +388,7 @@ mod tests {
             },
             consumer_group: Some("g"),
         });
-        let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        let v: serde_json::Value = serde_json::from_slice(body).unwrap();
         assert_eq!(
             v,
             serde_json::json!({"consumerGroup": "g", "acknowledgments": [
@@ -400,7 +405,7 @@ mod tests {
             consumer_group: None,
         });
         assert_eq!(
-            &lease_less[..],
+            lease_less,
             br#"{"acknowledgments":[{"transactionId":"t-1","partitionId":"P0","status":"completed"}]}"#
         );
     }

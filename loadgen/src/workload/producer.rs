@@ -260,7 +260,7 @@ mod tests {
     fn push_body_and_hashes() {
         let mut w = PushWriter::new(&plan());
         let body = w.write(7, 1, Some(99));
-        let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        let v: serde_json::Value = serde_json::from_slice(body).unwrap();
         let item = |i: u32| {
             serde_json::json!({"queue": "q", "partition": "p-1",
                 "transactionId": format!("cell_r1-3-7-{i}"), "payload": {"ts": 99, "pad": "xxxx"}})
@@ -271,7 +271,7 @@ mod tests {
             vec![txn_hash("cell_r1-3-7-0"), txn_hash("cell_r1-3-7-1")]
         );
         let backlog = w.write(8, 0, None);
-        let v: serde_json::Value = serde_json::from_slice(&backlog).unwrap();
+        let v: serde_json::Value = serde_json::from_slice(backlog).unwrap();
         assert_eq!(
             v["items"][1]["payload"],
             serde_json::json!({"pad": "xxxx"}),
