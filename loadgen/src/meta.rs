@@ -41,6 +41,10 @@ pub fn run_meta(scenario: &Scenario, env: &Env) -> RunMeta {
              and log_dlq_head_v1 (pg_stat_statements, lag-free); pg_exec_ms_per_ack is their execution time"
                 .into(),
             "with several consumer groups the audit counts (message, group) pairs".into(),
+            "loadgen_cpu_us_per_op is the load generator's CPU per HTTP request it sent (push, pop, ack); \
+             broker_cpu_us_per_request is the broker's CPU per request it served (its queen_requests_total deltas, \
+             else the load generator's requests)"
+                .into(),
         ],
         ..Default::default()
     }

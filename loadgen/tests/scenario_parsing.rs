@@ -7,12 +7,14 @@ use ackbench::scenario::{
 };
 use std::path::PathBuf;
 
-const SHIPPED: [&str; 5] = [
+const SHIPPED: [&str; 7] = [
     "deep-partitions",
     "tiny-batches",
     "mixed-nacks",
     "lease-expiry",
     "smoke",
+    "drain-pop1",
+    "drain-pop100",
 ];
 
 fn scenario_path(name: &str) -> PathBuf {
@@ -107,6 +109,30 @@ fn shipped_scenarios_have_their_character() {
     let expiry = shipped("lease-expiry");
     assert!(expiry.lease_seconds() <= 5);
     assert!(expiry.consumers.stall > 0.0);
+}
+
+#[test]
+fn drain_scenarios_drain_a_backlog_that_outlasts_the_window() {
+    for (name, partitions, consumers, pop) in
+        [("drain-pop1", 128, 32, 1), ("drain-pop100", 16, 8, 100)]
+    {
+        let s = shipped(name);
+        assert_eq!(
+            s.producers.count, 0,
+            "{name}: nothing pushed during the run"
+        );
+        assert_eq!(s.queue.partitions, partitions, "{name}");
+        let c = &s.consumers;
+        assert_eq!((c.count, c.pop_batch), (consumers, pop), "{name}");
+        assert_eq!(c.pop_route, PopRoute::Wildcard, "{name}");
+        assert_eq!(c.ack_mode, AckMode::Batch, "{name}");
+        assert_eq!(c.outcomes.completed, 1.0, "{name}");
+        // The backlog must last warm-up plus window at a rate above PGMQ's (1.5x its figure).
+        let pgmq = if pop == 1 { 2_325.0 } else { 26_306.0 };
+        let backlog = (s.prefill.messages_per_partition * partitions as u64) as f64;
+        let needed = 1.5 * pgmq * (s.run.warmup_secs + s.run.duration_secs);
+        assert!(backlog >= needed, "{name}: {backlog} < {needed}");
+    }
 }
 
 #[test]

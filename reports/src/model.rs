@@ -340,6 +340,7 @@ pub fn summary_figure(f: &Figures<Spread>, key: &str) -> Option<Spread> {
             "errors" => f.errors,
             "loadgen_cpu_us_per_op" => f.loadgen_cpu_us_per_op,
             "broker_cpu_cores" => f.broker_cpu_cores,
+            "broker_cpu_us_per_request" => f.broker_cpu_us_per_request,
             _ => return None,
         }),
         _ => None,

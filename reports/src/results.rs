@@ -20,8 +20,12 @@ use serde::{Deserialize, Serialize};
 
 use crate::stats::{Nan, Spread};
 
-/// Bumped whenever a reader of an older document could misread a newer one.
-pub const SCHEMA_VERSION: u32 = 1;
+/// Bumped whenever a reader of an older document could misread a newer one. Version 2 added
+/// `broker_cpu_us_per_request`; version 1 documents still read (the figure is NaN there).
+pub const SCHEMA_VERSION: u32 = 2;
+
+/// The oldest `schema_version` this build still reads.
+pub const OLDEST_READABLE_SCHEMA: u32 = 1;
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Results {
@@ -180,12 +184,20 @@ pub struct Figures<T: Nan> {
     /// Per procedure of `storage.md`, keyed without the schema (`log_ack_multi_v1`): top-level
     /// calls, execution ms, rows, WAL bytes.
     pub statements: BTreeMap<String, Statement<T>>,
-    /// CPU seconds per operation (push, pop and ack requests) of the load generator itself.
+    /// CPU microseconds of the load generator itself per HTTP request it sent in the window
+    /// (push, pop, empty pops included, and ack requests).
     #[serde(deserialize_with = "crate::stats::nullable")]
     pub loadgen_cpu_us_per_op: T,
     /// CPU of the broker process over the window, in cores (embedded brokers only).
     #[serde(deserialize_with = "crate::stats::nullable")]
     pub broker_cpu_cores: T,
+    /// CPU microseconds of the broker process per HTTP request it served in the window
+    /// (embedded brokers only; absent before schema version 2).
+    #[serde(
+        default = "crate::stats::absent",
+        deserialize_with = "crate::stats::nullable"
+    )]
+    pub broker_cpu_us_per_request: T,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
@@ -374,6 +386,7 @@ impl Figures<f64> {
             "errors" => self.errors,
             "loadgen_cpu_us_per_op" => self.loadgen_cpu_us_per_op,
             "broker_cpu_cores" => self.broker_cpu_cores,
+            "broker_cpu_us_per_request" => self.broker_cpu_us_per_request,
             _ => return None,
         })
     }
@@ -408,6 +421,7 @@ pub const SCALAR_FIGURES: &[&str] = &[
     "errors",
     "loadgen_cpu_us_per_op",
     "broker_cpu_cores",
+    "broker_cpu_us_per_request",
 ];
 
 /// Builds a summary's figures from its rounds: each figure's spread over rounds.
@@ -505,6 +519,7 @@ pub fn summarize(rounds: &[&Figures<f64>]) -> Figures<Spread> {
         statements,
         loadgen_cpu_us_per_op: spread(&|r| r.loadgen_cpu_us_per_op),
         broker_cpu_cores: spread(&|r| r.broker_cpu_cores),
+        broker_cpu_us_per_request: spread(&|r| r.broker_cpu_us_per_request),
     }
 }
 
@@ -514,11 +529,12 @@ impl Results {
         let probe: serde_json::Value = serde_json::from_str(text)
             .map_err(|e| format!("not a results file (invalid JSON): {e}"))?;
         match probe.get("schema_version").and_then(|v| v.as_u64()) {
-            Some(v) if v == SCHEMA_VERSION as u64 => {}
+            Some(v) if (OLDEST_READABLE_SCHEMA as u64..=SCHEMA_VERSION as u64).contains(&v) => {}
             Some(v) => {
                 return Err(format!(
-                "results schema_version {v} is not supported (this build reads {SCHEMA_VERSION})"
-            ))
+                    "results schema_version {v} is not supported (this build reads \
+                     {OLDEST_READABLE_SCHEMA} to {SCHEMA_VERSION})"
+                ))
             }
             None => return Err("not a results file: no schema_version".into()),
         }
@@ -611,5 +627,32 @@ mod tests {
         assert_eq!(v["latency_ms"]["ack"]["p99"], 1.0);
         let back: RoundResults = serde_json::from_value(v).unwrap();
         assert_eq!(back, r);
+    }
+
+    #[test]
+    fn a_figure_older_documents_lack_reads_as_nan() {
+        let r = RoundResults {
+            round: 1,
+            complete: true,
+            window_secs: 10.0,
+            figures: round(10.0, 1.0),
+            broker_metrics: BTreeMap::new(),
+            audit: Audit::default(),
+            series: vec![],
+            histograms: BTreeMap::new(),
+        };
+        let mut v = serde_json::to_value(&r).unwrap();
+        v.as_object_mut()
+            .unwrap()
+            .remove("broker_cpu_us_per_request");
+        let back: RoundResults = serde_json::from_value(v).unwrap();
+        assert!(back.figures.broker_cpu_us_per_request.is_nan());
+        assert_eq!(back.figures.acked_messages, 10.0);
+    }
+
+    #[test]
+    fn newer_schema_versions_are_refused() {
+        let e = Results::from_json(r#"{"schema_version": 99}"#).unwrap_err();
+        assert!(e.contains("schema_version 99 is not supported"), "{e}");
     }
 }

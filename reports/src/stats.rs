@@ -49,6 +49,11 @@ where
     Ok(Option::<T>::deserialize(d)?.unwrap_or_else(T::nan))
 }
 
+/// The value of a figure an older document does not carry: NaN (`null`), never zero.
+pub fn absent<T: Nan>() -> T {
+    T::nan()
+}
+
 /// `nullable` for the values of a map.
 pub fn nullable_map<'de, D, T>(d: D) -> Result<std::collections::BTreeMap<String, T>, D::Error>
 where

@@ -464,6 +464,16 @@ fn comparison_shows_both_runs_and_the_ratio() {
 fn checked_in_fixture_parses_and_renders() {
     let text = std::fs::read_to_string(FIXTURE).expect("fixture present");
     let r = Results::from_json(&text).expect("fixture parses");
+    assert_eq!(r.schema_version, 1, "the fixture is an older document");
+    assert!(
+        r.cells[0]
+            .summary
+            .figures
+            .broker_cpu_us_per_request
+            .median
+            .is_nan(),
+        "a figure version 1 lacks reads as NaN"
+    );
     assert_eq!(r.cells.len(), 4);
     assert_eq!(r.meta.rounds, 3);
     let fresh = small_results();

@@ -1,6 +1,10 @@
-//! Answer bodies of every route, in the field names the wire uses.
+//! Answer bodies of every route, in the field names the wire uses; and borrowed twins of the
+//! answers a client parses on its hot path.
 
 use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
+
+use serde_json::value::RawValue;
 use serde_json::Value;
 
 /// `{"error": "..."}`: every 4xx answer.
@@ -125,4 +129,161 @@ pub struct DlqMessage {
 pub struct DlqPage {
     pub messages: Vec<DlqMessage>,
     pub total: i64,
+}
+
+// ---------------------------------------------------------------------------------------------
+// Borrowed twins of the answers a client reads on its hot path: the same fields and names, but
+// strings borrow from the answer's bytes (`Cow` owns only a string that had escapes) and
+// payloads stay raw JSON, so parsing an answer allocates little more than its `Vec`.
+
+/// `PushResult`, borrowed.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+pub struct PushResultRef<'a> {
+    pub index: usize,
+    #[serde(borrow)]
+    pub message_id: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    pub transaction_id: Cow<'a, str>,
+    #[serde(rename = "queueName", borrow)]
+    pub queue_name: Cow<'a, str>,
+    #[serde(borrow)]
+    pub status: Cow<'a, str>,
+}
+
+/// `Message`, borrowed; `data` is the payload's raw JSON text.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MessageRef<'a> {
+    #[serde(borrow)]
+    pub id: Cow<'a, str>,
+    #[serde(borrow)]
+    pub transaction_id: Cow<'a, str>,
+    #[serde(borrow)]
+    pub data: &'a RawValue,
+    #[serde(borrow)]
+    pub created_at: Cow<'a, str>,
+    #[serde(borrow)]
+    pub queue: Cow<'a, str>,
+    #[serde(borrow)]
+    pub partition: Cow<'a, str>,
+    #[serde(borrow)]
+    pub partition_id: Cow<'a, str>,
+    #[serde(borrow)]
+    pub lease_id: Cow<'a, str>,
+    #[serde(borrow)]
+    pub consumer_group: Option<Cow<'a, str>>,
+    pub delivery_attempt: i32,
+}
+
+/// `PopResponse`, borrowed.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PopResponseRef<'a> {
+    pub success: bool,
+    #[serde(borrow)]
+    pub queue: Cow<'a, str>,
+    #[serde(borrow)]
+    pub partition: Cow<'a, str>,
+    #[serde(borrow)]
+    pub partition_id: Cow<'a, str>,
+    #[serde(borrow)]
+    pub lease_id: Cow<'a, str>,
+    #[serde(borrow)]
+    pub consumer_group: Option<Cow<'a, str>>,
+    pub partitions_claimed: usize,
+    #[serde(borrow)]
+    pub messages: Vec<MessageRef<'a>>,
+}
+
+/// `AckResult`, borrowed.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct AckResultRef<'a> {
+    pub index: usize,
+    #[serde(borrow)]
+    pub transaction_id: Cow<'a, str>,
+    pub success: bool,
+    #[serde(borrow)]
+    pub error: Option<Cow<'a, str>>,
+    pub lease_released: bool,
+    pub dlq: bool,
+    pub noop: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn message(txn: &str) -> Message {
+        Message {
+            id: "0190-a".into(),
+            transaction_id: txn.into(),
+            data: serde_json::json!({"ts": 17, "pad": "xx"}),
+            created_at: "2024-01-01T00:00:00Z".into(),
+            queue: "q".into(),
+            partition: "p-0".into(),
+            partition_id: "7c1e".into(),
+            lease_id: "lease-1".into(),
+            consumer_group: None,
+            delivery_attempt: 1,
+        }
+    }
+
+    #[test]
+    fn borrowed_pop_answer_reads_what_the_owned_one_writes() {
+        let owned = PopResponse {
+            success: true,
+            queue: "q".into(),
+            partition: "p-0".into(),
+            partition_id: "7c1e".into(),
+            lease_id: "lease-1".into(),
+            consumer_group: Some("g".into()),
+            partitions_claimed: 1,
+            messages: vec![message("plain"), message("with \"quotes\"")],
+        };
+        let text = serde_json::to_vec(&owned).unwrap();
+        let r: PopResponseRef<'_> = serde_json::from_slice(&text).unwrap();
+        assert_eq!(r.consumer_group.as_deref(), Some("g"));
+        assert_eq!(r.messages.len(), 2);
+        let m = &r.messages[0];
+        assert!(matches!(m.transaction_id, Cow::Borrowed("plain")));
+        assert_eq!(m.lease_id, "lease-1");
+        assert_eq!(m.partition_id, "7c1e");
+        let data: Value = serde_json::from_str(m.data.get()).unwrap();
+        assert_eq!(data, owned.messages[0].data);
+        assert_eq!(
+            r.messages[1].transaction_id, "with \"quotes\"",
+            "escaped strings are unescaped (owned)"
+        );
+    }
+
+    #[test]
+    fn borrowed_push_and_ack_answers_match_the_owned_ones() {
+        let push = PushResult {
+            index: 3,
+            message_id: Some("m".into()),
+            transaction_id: "t".into(),
+            queue_name: "q".into(),
+            status: "queued".into(),
+        };
+        let text = serde_json::to_vec(&[&push]).unwrap();
+        let r: Vec<PushResultRef<'_>> = serde_json::from_slice(&text).unwrap();
+        assert_eq!(
+            (r[0].index, &*r[0].status, &*r[0].queue_name),
+            (3, "queued", "q")
+        );
+        let ack = AckResult {
+            index: 0,
+            transaction_id: "t".into(),
+            success: false,
+            error: Some("lease expired".into()),
+            lease_released: false,
+            dlq: true,
+            noop: false,
+        };
+        let text = serde_json::to_vec(&[&ack]).unwrap();
+        let r: Vec<AckResultRef<'_>> = serde_json::from_slice(&text).unwrap();
+        assert_eq!(r[0].error.as_deref(), Some("lease expired"));
+        assert!(r[0].dlq && !r[0].success && !r[0].noop);
+    }
 }

@@ -63,6 +63,18 @@ pub fn fusion_rows_per_commit(d: &Scrape) -> f64 {
     }
 }
 
+/// HTTP requests the broker served: the sum of its `queen_requests_total{route,status}`
+/// series (every route, the window's two `/metrics` scrapes included); `None` when it exposes
+/// no such counter (a broker other than ours).
+pub fn requests_served(d: &Scrape) -> Option<f64> {
+    let mut series = d
+        .iter()
+        .filter(|(k, _)| k.split('{').next() == Some("queen_requests_total"))
+        .peekable();
+    series.peek()?;
+    Some(series.map(|(_, v)| v).sum())
+}
+
 /// The accelerator switches a broker reports (`queen_ack_registry_enabled`,
 /// `queen_ack_fusion_enabled`), for `--broker-url` runs.
 pub fn accelerators(scrape: &Scrape) -> (Option<bool>, Option<bool>) {
@@ -102,6 +114,8 @@ mod tests {
         assert_eq!(registry_hit_rate(&d), 0.75);
         assert_eq!(fusion_rows_per_commit(&d), 8.0);
         assert!(fusion_rows_per_commit(&Scrape::new()).is_nan());
+        assert_eq!(requests_served(&d), Some(7.0));
+        assert_eq!(requests_served(&Scrape::new()), None);
         assert_eq!(accelerators(&b), (Some(true), None));
     }
 }

@@ -19,7 +19,8 @@ pub struct WindowDeltas<'a> {
     pub pg: &'a PgSnapshot,
     pub broker: &'a Scrape,
     pub histograms: &'a BTreeMap<String, Histogram<u64>>,
-    /// CPU seconds of the load generator over the window.
+    /// CPU seconds of the load generator over the window (per HTTP request it sent: push, pop,
+    /// empty pops included, and ack requests).
     pub loadgen_cpu_secs: f64,
     /// CPU seconds of the broker process over the window (NaN when unknown).
     pub broker_cpu_secs: f64,
@@ -57,7 +58,8 @@ pub fn derive(d: &WindowDeltas<'_>) -> Figures<f64> {
         .iter()
         .map(|(k, s)| (k.clone(), ratio(s.total_exec_ms, acked)))
         .collect();
-    let ops = c.push_requests + c.pop_requests + c.ack_requests;
+    let requests = c.push_requests + c.pop_requests + c.ack_requests;
+    let served = broker_metrics::requests_served(d.broker).unwrap_or(requests);
     Figures {
         acked_messages: acked,
         ack_requests: c.ack_requests,
@@ -88,8 +90,9 @@ pub fn derive(d: &WindowDeltas<'_>) -> Figures<f64> {
         latency_ms,
         latency_uncorrected_ms,
         statements,
-        loadgen_cpu_us_per_op: ratio(d.loadgen_cpu_secs * 1e6, ops),
+        loadgen_cpu_us_per_op: ratio(d.loadgen_cpu_secs * 1e6, requests),
         broker_cpu_cores: ratio(d.broker_cpu_secs, d.window_secs),
+        broker_cpu_us_per_request: ratio(d.broker_cpu_secs * 1e6, served),
     }
 }
 
@@ -151,7 +154,9 @@ mod tests {
         );
         let broker = broker_metrics::parse(
             "queen_ack_registry_hits_total 90\nqueen_ack_registry_misses_total 10\n\
-             queen_ack_fusion_flushes_total 50\nqueen_ack_fusion_rows_total 400\n",
+             queen_ack_fusion_flushes_total 50\nqueen_ack_fusion_rows_total 400\n\
+             queen_requests_total{route=\"push\",status=\"201\"} 300\n\
+             queen_requests_total{route=\"pop\",status=\"200\"} 1700\n",
         );
         let mut h = new_histogram();
         for ms in 1..=100u64 {
@@ -196,6 +201,10 @@ mod tests {
         assert_eq!(f.fusion_rows_per_commit, 8.0);
         assert_eq!(f.loadgen_cpu_us_per_op, 100.0);
         assert_eq!(f.broker_cpu_cores, 0.5);
+        assert_eq!(
+            f.broker_cpu_us_per_request, 2500.0,
+            "5 s over the 2000 requests the broker counted"
+        );
         assert!((f.latency_ms["ack"].p99 - 99.0).abs() < 0.1);
         assert!(f.latency_uncorrected_ms.contains_key("push"));
         assert!(!f.latency_ms.contains_key("push_uncorrected"));
@@ -215,5 +224,31 @@ mod tests {
         });
         assert!(f.commits_per_ack.is_nan());
         assert!(f.registry_hit_rate.is_nan());
+        assert!(f.broker_cpu_us_per_request.is_nan());
+    }
+
+    #[test]
+    fn broker_cpu_per_request_falls_back_to_the_requests_sent() {
+        let pg = PgSnapshot::default();
+        let counters = CounterValues {
+            push_requests: 100.0,
+            pop_requests: 250.0,
+            ack_requests: 150.0,
+            ..Default::default()
+        };
+        let f = derive(&WindowDeltas {
+            window_secs: 10.0,
+            counters,
+            pg: &pg,
+            broker: &Scrape::new(),
+            histograms: &BTreeMap::new(),
+            loadgen_cpu_secs: 0.01,
+            broker_cpu_secs: 1.0,
+        });
+        assert_eq!(f.loadgen_cpu_us_per_op, 20.0);
+        assert_eq!(
+            f.broker_cpu_us_per_request, 2000.0,
+            "no request counter on /metrics: the 500 requests sent"
+        );
     }
 }

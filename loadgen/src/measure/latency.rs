@@ -42,9 +42,14 @@ impl Recorder {
         }
         let us = (d.as_micros() as u64).clamp(1, 3_600_000_000);
         let mut map = self.histograms.lock().expect("latency lock");
-        map.entry(op.to_string())
-            .or_insert_with(new_histogram)
-            .saturating_record(us);
+        match map.get_mut(op) {
+            Some(h) => h.saturating_record(us),
+            None => {
+                let mut h = new_histogram();
+                h.saturating_record(us);
+                map.insert(op.to_string(), h);
+            }
+        }
     }
 
     /// The p99 of `op` so far, in ms (for the progress line).

@@ -1,7 +1,7 @@
 //! One cell in one round: a fresh database and broker, prefill, warm-up, the measured window
 //! (snapshots at its edges, a sample every second), the drain, and the audit.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -11,7 +11,7 @@ use tokio::task::JoinHandle;
 
 use ackbench_reports::results::{Audit, RoundResults, SecondSample};
 use ackbench_reports::stats::encode_histogram;
-use ackbench_wire::QUEUE_MODE_GROUP;
+use ackbench_wire::{txn_hash, QUEUE_MODE_GROUP};
 
 use super::Env;
 use crate::client::BrokerClient;
@@ -24,7 +24,8 @@ use crate::scenario::{Cell, Scenario};
 use crate::target::broker::{process_cpu_seconds, BrokerProcess};
 use crate::target::postgres::connect;
 use crate::workload::consumer::{self, ConsumerPlan};
-use crate::workload::producer::{self, ProducerPlan};
+use crate::workload::ledger::TxnSet;
+use crate::workload::producer::{self, ProducerPlan, Pusher};
 use crate::workload::{CellContext, CounterValues, Phase};
 
 /// Identifies a cell round in names and output.
@@ -234,27 +235,20 @@ pub(crate) async fn prefill(
             seed: cr.seed ^ 0x9e37,
         };
         tasks.push(tokio::spawn(async move {
+            let mut pusher = Pusher::new(&plan, &ctx);
             loop {
                 let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 if k >= requests_per_partition * partitions as u64 {
                     return Ok::<(), String>(());
                 }
                 let partition = (k % partitions as u64) as u32;
-                let mut items =
-                    producer::batch_items(&plan, k, partition, crate::workload::now_us());
                 // Backlog, not offered load: no send time, so end-to-end latency (push to
                 // ack of what the producers offer) is not inflated by how long the backlog waits.
-                for item in &mut items {
-                    if let Some(payload) = item["payload"].as_object_mut() {
-                        payload.remove("ts");
-                    }
-                }
-                let txns = producer::transaction_ids(&items);
-                ctx.client
-                    .push(items)
+                pusher.writer.write(k, partition, None);
+                pusher
+                    .push(&ctx)
                     .await
                     .map_err(|e| format!("prefill: {e}"))?;
-                ctx.ledger.pushed(txns);
             }
         }));
     }
@@ -280,6 +274,7 @@ pub(crate) async fn prefill(
     Ok(())
 }
 
+/// Starts the cell's producers and consumers on the workload's own runtime.
 pub(crate) fn spawn_workers(
     cr: &CellRound<'_>,
     queue: &str,
@@ -287,6 +282,7 @@ pub(crate) fn spawn_workers(
 ) -> Vec<JoinHandle<()>> {
     let s = cr.scenario;
     let names: std::sync::Arc<[String]> = s.partition_names().into();
+    let load = crate::workload::runtime();
     let mut tasks = Vec::new();
     let rate = s
         .producers
@@ -304,7 +300,7 @@ pub(crate) fn spawn_workers(
             tag: cr.tag(),
             seed: cr.seed.wrapping_add(id as u64),
         };
-        tasks.push(tokio::spawn(producer::run(plan, ctx.clone())));
+        tasks.push(load.spawn(producer::run(plan, ctx.clone())));
     }
     let c = &s.consumers;
     let lease = Duration::from_secs(c.lease_seconds.unwrap_or(s.queue.options.lease_time) as u64);
@@ -333,7 +329,7 @@ pub(crate) fn spawn_workers(
                 outcome_shares: c.outcomes.shares(),
                 seed: cr.seed.wrapping_mul(31).wrapping_add(1000 + id as u64),
             };
-            tasks.push(tokio::spawn(consumer::run(plan, ctx.clone())));
+            tasks.push(load.spawn(consumer::run(plan, ctx.clone())));
             id += 1;
         }
     }
@@ -605,7 +601,7 @@ async fn audit(
     ctx: &CellContext,
     drained: bool,
 ) -> Audit {
-    let mut dlq: Vec<HashSet<String>> = vec![HashSet::new(); groups.len()];
+    let mut dlq: Vec<TxnSet> = vec![TxnSet::default(); groups.len()];
     let mut offset = 0u64;
     loop {
         let page = match client.dlq_page(queue, 1000, offset).await {
@@ -620,7 +616,7 @@ async fn audit(
                 .iter()
                 .position(|g| g.as_deref() == m.consumer_group.as_deref());
             if let Some(g) = g {
-                dlq[g].insert(m.transaction_id.clone());
+                dlq[g].insert(txn_hash(&m.transaction_id));
             }
         }
         offset += page.messages.len() as u64;

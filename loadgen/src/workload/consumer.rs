@@ -1,16 +1,23 @@
 //! A consumer: pops (wildcard or a named partition, optionally long-polling), decides an
 //! outcome per message from the scenario's mix, optionally works, stalls past its lease or
 //! drops the leaseId, and answers with one `/ack/batch` per pop or one per message.
+//!
+//! The hot loop allocates almost nothing: the consumer owns its connection, its pop paths are
+//! built once, answers are parsed into borrowed types, and ack bodies are serialised straight
+//! into a reused buffer.
 
+use std::ops::Range;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use serde_json::{json, Value};
+use hyper::StatusCode;
+use serde::{Deserialize, Serialize, Serializer};
+use serde_json::value::RawValue;
 
-use ackbench_wire::{AckResult, Message, PopResponse};
+use ackbench_wire::{txn_hash, AckResultRef, MessageRef, PopResponseRef, TxnHash};
 
 use super::{now_us, CellContext, Counters, Phase};
-use crate::client::encode;
+use crate::client::{encode, parse, routes, BodyBuf, Connection};
 
 #[derive(Debug, Clone)]
 pub struct ConsumerPlan {
@@ -44,20 +51,41 @@ pub struct ConsumerPlan {
 /// Pop size while draining.
 const DRAIN_POP_BATCH: u32 = 1000;
 
+/// What one consumer keeps from request to request.
+struct Worker {
+    conn: Connection,
+    routes: PopRoutes,
+    body: BodyBuf,
+    rng: fastrand::Rng,
+    /// The current batch's transactionId hashes and outcomes, by message.
+    hashes: Vec<TxnHash>,
+    statuses: Vec<&'static str>,
+}
+
 pub async fn run(plan: ConsumerPlan, ctx: Arc<CellContext>) {
-    let mut rng = fastrand::Rng::with_seed(plan.seed);
+    let mut w = Worker {
+        conn: ctx.client.connection(),
+        routes: PopRoutes::new(&plan),
+        body: BodyBuf::default(),
+        rng: fastrand::Rng::with_seed(plan.seed),
+        hashes: Vec::new(),
+        statuses: Vec::new(),
+    };
     let mut turn: u32 = plan.id;
     while ctx.phase() != Phase::Stop {
-        let path = pop_path(&plan, turn, ctx.phase() == Phase::Drain);
+        let path = w.routes.pick(turn, ctx.phase() == Phase::Drain);
         turn = turn.wrapping_add(1);
         let started = Instant::now();
-        let popped = ctx.client.pop(&path).await;
+        let popped = w.conn.get(path).await;
         Counters::bump(&ctx.counters.pop_requests, 1);
         match popped {
-            Ok(Some(batch)) => {
-                ctx.latency.record("pop", started.elapsed());
-                handle_batch(&plan, &ctx, &mut rng, batch).await;
-            }
+            Ok(Some(body)) => match parse::<PopResponseRef<'_>>("pop", &body) {
+                Ok(batch) => {
+                    ctx.latency.record("pop", started.elapsed());
+                    handle_batch(&plan, &ctx, &mut w, &batch.messages).await;
+                }
+                Err(e) => ctx.error(format!("pop: {e}")),
+            },
             Ok(None) => {
                 if !plan.long_poll {
                     tokio::time::sleep(Duration::from_millis(plan.empty_backoff_ms)).await;
@@ -71,9 +99,37 @@ pub async fn run(plan: ConsumerPlan, ctx: Arc<CellContext>) {
     }
 }
 
-/// The pop request of this turn. During the drain (nothing is measured any more) consumers pop
-/// at least `DRAIN_POP_BATCH` messages, so a deep backlog is accounted for in bounded time.
-fn pop_path(plan: &ConsumerPlan, turn: u32, draining: bool) -> String {
+/// A consumer's pop requests, built once: one per named partition (or one wildcard), for the
+/// measured load and for the drain.
+struct PopRoutes {
+    load: Vec<String>,
+    drain: Vec<String>,
+}
+
+impl PopRoutes {
+    fn new(plan: &ConsumerPlan) -> PopRoutes {
+        let count = if plan.named_partition {
+            plan.partitions.len().max(1)
+        } else {
+            1
+        };
+        let build = |draining| (0..count).map(|i| pop_path(plan, i, draining)).collect();
+        PopRoutes {
+            load: build(false),
+            drain: build(true),
+        }
+    }
+
+    fn pick(&self, turn: u32, draining: bool) -> &str {
+        let routes = if draining { &self.drain } else { &self.load };
+        &routes[turn as usize % routes.len()]
+    }
+}
+
+/// The pop request for partition `index` (named route) or the wildcard. During the drain
+/// (nothing is measured any more) consumers pop at least `DRAIN_POP_BATCH` messages, so a
+/// deep backlog is accounted for in bounded time.
+fn pop_path(plan: &ConsumerPlan, index: usize, draining: bool) -> String {
     let batch = if draining {
         plan.pop_batch.max(DRAIN_POP_BATCH)
     } else {
@@ -91,7 +147,7 @@ fn pop_path(plan: &ConsumerPlan, turn: u32, draining: bool) -> String {
     }
     let queue = encode(&plan.queue);
     if plan.named_partition {
-        let name = &plan.partitions[turn as usize % plan.partitions.len().max(1)];
+        let name = &plan.partitions[index % plan.partitions.len().max(1)];
         format!("/api/v1/pop/queue/{queue}/partition/{}?{q}", encode(name))
     } else {
         format!(
@@ -104,47 +160,40 @@ fn pop_path(plan: &ConsumerPlan, turn: u32, draining: bool) -> String {
 async fn handle_batch(
     plan: &ConsumerPlan,
     ctx: &CellContext,
-    rng: &mut fastrand::Rng,
-    batch: PopResponse,
+    w: &mut Worker,
+    messages: &[MessageRef<'_>],
 ) {
-    Counters::bump(&ctx.counters.popped_messages, batch.messages.len() as u64);
-    for m in &batch.messages {
-        if ctx.ledger.delivered(plan.group_index, &m.transaction_id) {
-            Counters::bump(&ctx.counters.redeliveries, 1);
-        }
-    }
+    Counters::bump(&ctx.counters.popped_messages, messages.len() as u64);
+    w.hashes.clear();
+    w.hashes
+        .extend(messages.iter().map(|m| txn_hash(&m.transaction_id)));
+    let redelivered = ctx.ledger.delivered(plan.group_index, &w.hashes);
+    Counters::bump(&ctx.counters.redeliveries, redelivered);
     if plan.processing_ms > 0 {
         tokio::time::sleep(Duration::from_millis(plan.processing_ms)).await;
     }
-    if ctx.phase() != Phase::Drain && plan.stall > 0.0 && rng.f64() < plan.stall {
+    if ctx.phase() != Phase::Drain && plan.stall > 0.0 && w.rng.f64() < plan.stall {
         tokio::time::sleep(plan.effective_lease + Duration::from_millis(plan.stall_extra_ms)).await;
     }
-    let lease_less = plan.lease_less > 0.0 && rng.f64() < plan.lease_less;
+    let lease_less = plan.lease_less > 0.0 && w.rng.f64() < plan.lease_less;
     // The outcome mix shapes the measured load; the drain only finishes the accounting, so it
     // completes everything (a nack in a drain-sized pop would redeliver the rest of it).
     let draining = ctx.phase() == Phase::Drain;
-    let statuses: Vec<&'static str> = batch
-        .messages
-        .iter()
-        .map(|_| {
-            if draining {
-                "completed"
-            } else {
-                pick_outcome(&plan.outcome_shares, rng)
-            }
-        })
-        .collect();
-    let chunks: Vec<Vec<usize>> = if plan.per_message_acks {
-        (0..batch.messages.len()).map(|i| vec![i]).collect()
+    w.statuses.clear();
+    for _ in messages {
+        let status = if draining {
+            "completed"
+        } else {
+            pick_outcome(&plan.outcome_shares, &mut w.rng)
+        };
+        w.statuses.push(status);
+    }
+    if plan.per_message_acks {
+        for i in 0..messages.len() {
+            ack(plan, ctx, w, messages, i..i + 1, lease_less).await;
+        }
     } else {
-        vec![(0..batch.messages.len()).collect()]
-    };
-    for chunk in chunks {
-        let items: Vec<(&Message, &str)> = chunk
-            .iter()
-            .map(|&i| (&batch.messages[i], statuses[i]))
-            .collect();
-        ack(plan, ctx, &items, lease_less).await;
+        ack(plan, ctx, w, messages, 0..messages.len(), lease_less).await;
     }
 }
 
@@ -160,34 +209,102 @@ fn pick_outcome(shares: &[(&'static str, f64); 4], rng: &mut fastrand::Rng) -> &
     "completed"
 }
 
-async fn ack(plan: &ConsumerPlan, ctx: &CellContext, items: &[(&Message, &str)], lease_less: bool) {
-    let acks: Vec<Value> = items
-        .iter()
-        .map(|(m, status)| {
-            let mut a = json!({"transactionId": m.transaction_id, "partitionId": m.partition_id, "status": status});
-            if !lease_less {
-                a["leaseId"] = json!(m.lease_id);
-            }
-            if *status != "completed" {
-                a["error"] = json!(format!("ackbench: simulated {status}"));
-            }
-            a
-        })
-        .collect();
-    let mut body = json!({ "acknowledgments": acks });
-    if let Some(g) = &plan.group {
-        body["consumerGroup"] = json!(g);
+/// The `error` an ack of `status` carries (none for `completed`).
+fn simulated_error(status: &str) -> Option<&'static str> {
+    match status {
+        "completed" => None,
+        "failed" => Some("ackbench: simulated failed"),
+        "retry" => Some("ackbench: simulated retry"),
+        "dlq" => Some("ackbench: simulated dlq"),
+        _ => Some("ackbench: simulated nack"),
     }
+}
+
+/// The body of `POST /api/v1/ack/batch`, serialised straight from the popped messages.
+#[derive(Serialize)]
+struct AckBody<'a, 'm> {
+    acknowledgments: AckItems<'a, 'm>,
+    #[serde(rename = "consumerGroup", skip_serializing_if = "Option::is_none")]
+    consumer_group: Option<&'a str>,
+}
+
+struct AckItems<'a, 'm> {
+    messages: &'a [MessageRef<'m>],
+    statuses: &'a [&'static str],
+    lease_less: bool,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct AckItem<'a> {
+    transaction_id: &'a str,
+    partition_id: &'a str,
+    status: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    lease_id: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<&'static str>,
+}
+
+impl Serialize for AckItems<'_, '_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(
+            self.messages
+                .iter()
+                .zip(self.statuses)
+                .map(|(m, status)| AckItem {
+                    transaction_id: &m.transaction_id,
+                    partition_id: &m.partition_id,
+                    status,
+                    lease_id: (!self.lease_less).then_some(&*m.lease_id),
+                    error: simulated_error(status),
+                }),
+        )
+    }
+}
+
+async fn ack(
+    plan: &ConsumerPlan,
+    ctx: &CellContext,
+    w: &mut Worker,
+    messages: &[MessageRef<'_>],
+    range: Range<usize>,
+    lease_less: bool,
+) {
+    let body = w.body.json(&AckBody {
+        acknowledgments: AckItems {
+            messages: &messages[range.clone()],
+            statuses: &w.statuses[range.clone()],
+            lease_less,
+        },
+        consumer_group: plan.group.as_deref(),
+    });
     let started = Instant::now();
-    let answer = ctx.client.ack_batch(&body).await;
+    let answer = w.conn.post(routes::ACK_BATCH, body, StatusCode::OK).await;
     Counters::bump(&ctx.counters.ack_requests, 1);
-    match answer {
+    let answer = match answer {
+        Ok(a) => a,
+        Err(e) => return ctx.error(format!("ack: {e}")),
+    };
+    match parse::<Vec<AckResultRef<'_>>>("ack", &answer) {
         Ok(results) => {
             ctx.latency.record("ack", started.elapsed());
-            record_answers(plan, ctx, items, &results);
+            let acked = Acked {
+                messages: &messages[range.clone()],
+                hashes: &w.hashes[range.clone()],
+                statuses: &w.statuses[range],
+            };
+            record_answers(plan, ctx, &acked, &results);
         }
         Err(e) => ctx.error(format!("ack: {e}")),
     }
+}
+
+/// The items of one ack request, by request index.
+struct Acked<'a, 'm> {
+    messages: &'a [MessageRef<'m>],
+    hashes: &'a [TxnHash],
+    statuses: &'a [&'static str],
 }
 
 /// Books each item's answer in the ledger; end-to-end latency runs from the intended push time
@@ -195,29 +312,124 @@ async fn ack(plan: &ConsumerPlan, ctx: &CellContext, items: &[(&Message, &str)],
 fn record_answers(
     plan: &ConsumerPlan,
     ctx: &CellContext,
-    items: &[(&Message, &str)],
-    results: &[AckResult],
+    items: &Acked<'_, '_>,
+    results: &[AckResultRef<'_>],
 ) {
     let now = now_us();
-    for (i, (m, status)) in items.iter().enumerate() {
-        let Some(r) = results.iter().find(|r| r.index == i) else {
+    let measuring = ctx.latency.measuring();
+    for (i, m) in items.messages.iter().enumerate() {
+        let Some(r) = answer_for(results, i) else {
             ctx.error(format!("ack answer has no element for index {i}"));
             continue;
         };
         if !r.success {
             Counters::bump(&ctx.counters.refused_acks, 1);
         }
-        let acked = r.success && *status == "completed" && !r.noop;
+        let acked = r.success && items.statuses[i] == "completed" && !r.noop;
         let dropped = r.error.as_deref().is_some_and(|e| e.contains("dropped"));
         if ctx
             .ledger
-            .answered(plan.group_index, &m.transaction_id, acked, r.dlq, dropped)
+            .answered(plan.group_index, &items.hashes[i], acked, r.dlq, dropped)
         {
             Counters::bump(&ctx.counters.acked_messages, 1);
-            if let Some(ts) = m.data.get("ts").and_then(Value::as_u64) {
+            if let Some(ts) = measuring.then(|| sent_at(m.data)).flatten() {
                 ctx.latency
                     .record("e2e", Duration::from_micros(now.saturating_sub(ts)));
             }
         }
+    }
+}
+
+/// The answer to request item `i` (answers come in request order; searched otherwise).
+fn answer_for<'r, 'a>(results: &'r [AckResultRef<'a>], i: usize) -> Option<&'r AckResultRef<'a>> {
+    match results.get(i) {
+        Some(r) if r.index == i => Some(r),
+        _ => results.iter().find(|r| r.index == i),
+    }
+}
+
+/// The intended send time a producer stamped in the payload (`ts`, µs since the epoch).
+fn sent_at(data: &RawValue) -> Option<u64> {
+    #[derive(Deserialize)]
+    struct Stamp {
+        ts: Option<u64>,
+    }
+    // A derived struct also reads from an array (`[1]`); only an object carries a stamp.
+    let text = data.get();
+    if !text.starts_with('{') {
+        return None;
+    }
+    serde_json::from_str::<Stamp>(text).ok()?.ts
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn messages(text: &str) -> Vec<MessageRef<'_>> {
+        serde_json::from_str(text).unwrap()
+    }
+
+    const TWO: &str = r#"[
+        {"id":"1","transactionId":"t-1","data":{"ts":5,"pad":"x"},"createdAt":"c","queue":"q",
+         "partition":"p-0","partitionId":"P0","leaseId":"L","consumerGroup":null,"deliveryAttempt":1},
+        {"id":"2","transactionId":"t-\"2\"","data":[1],"createdAt":"c","queue":"q",
+         "partition":"p-0","partitionId":"P0","leaseId":"L","consumerGroup":null,"deliveryAttempt":1}]"#;
+
+    #[test]
+    fn ack_body_is_written_from_the_popped_messages() {
+        let m = messages(TWO);
+        let mut buf = BodyBuf::default();
+        let body = buf.json(&AckBody {
+            acknowledgments: AckItems {
+                messages: &m,
+                statuses: &["completed", "failed"],
+                lease_less: false,
+            },
+            consumer_group: Some("g"),
+        });
+        let v: serde_json::Value = serde_json::from_slice(body).unwrap();
+        assert_eq!(
+            v,
+            serde_json::json!({"consumerGroup": "g", "acknowledgments": [
+                {"transactionId": "t-1", "partitionId": "P0", "status": "completed", "leaseId": "L"},
+                {"transactionId": "t-\"2\"", "partitionId": "P0", "status": "failed", "leaseId": "L",
+                 "error": "ackbench: simulated failed"}]})
+        );
+        let lease_less = buf.json(&AckBody {
+            acknowledgments: AckItems {
+                messages: &m[..1],
+                statuses: &["completed"],
+                lease_less: true,
+            },
+            consumer_group: None,
+        });
+        assert_eq!(
+            lease_less,
+            br#"{"acknowledgments":[{"transactionId":"t-1","partitionId":"P0","status":"completed"}]}"#
+        );
+    }
+
+    #[test]
+    fn send_time_comes_from_the_payload_stamp() {
+        let m = messages(TWO);
+        assert_eq!(sent_at(m[0].data), Some(5));
+        assert_eq!(
+            sent_at(m[1].data),
+            None,
+            "a payload that is no object has no stamp"
+        );
+    }
+
+    #[test]
+    fn answers_are_matched_by_index() {
+        let results: Vec<AckResultRef<'_>> = serde_json::from_str(
+            r#"[{"index":1,"transactionId":"b","success":true,"error":null,"leaseReleased":true,"dlq":false,"noop":false},
+                {"index":0,"transactionId":"a","success":false,"error":"x","leaseReleased":false,"dlq":false,"noop":false}]"#,
+        )
+        .unwrap();
+        assert_eq!(answer_for(&results, 0).unwrap().transaction_id, "a");
+        assert_eq!(answer_for(&results, 1).unwrap().transaction_id, "b");
+        assert!(answer_for(&results, 2).is_none());
     }
 }

@@ -4,11 +4,45 @@
 //! their acks. After the drain the ledger, reconciled against the broker's DLQ listing, is the
 //! audit: every (message, group) obligation must be acked, dead-lettered or dropped by the
 //! queue's explicit policy (exhausted retries with the DLQ disabled); anything else is lost.
+//!
+//! Messages are keyed by the xxh3_128 hash of their transactionId (`ackbench_wire::txn_hash`,
+//! computed once per message by the worker that saw it), so booking a message copies 16 bytes,
+//! not a `String`, and the map's hasher only folds the hash it is given.
 
 use std::collections::{HashMap, HashSet};
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Mutex;
 
 use ackbench_reports::results::Audit;
+use ackbench_wire::TxnHash;
+
+/// Hashes keys that already are uniformly distributed hashes: folds their bytes, no mixing.
+#[derive(Default)]
+pub struct Prehashed(u64);
+
+impl Hasher for Prehashed {
+    fn write(&mut self, bytes: &[u8]) {
+        for chunk in bytes.chunks(8) {
+            let mut word = [0u8; 8];
+            word[..chunk.len()].copy_from_slice(chunk);
+            self.0 = self.0.rotate_left(5) ^ u64::from_le_bytes(word);
+        }
+    }
+
+    fn write_usize(&mut self, _len: usize) {
+        // The length prefix of a fixed-size key carries no information.
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+/// A map keyed by transactionId hash.
+pub type ByTxn<V> = HashMap<TxnHash, V, BuildHasherDefault<Prehashed>>;
+
+/// A set of transactionId hashes.
+pub type TxnSet = HashSet<TxnHash, BuildHasherDefault<Prehashed>>;
 
 /// The fate of one (message, group) as the client saw it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -29,8 +63,8 @@ impl Fate {
 
 #[derive(Default)]
 struct Book {
-    /// Per group (index into `groups`): transactionId -> fate.
-    fates: Vec<HashMap<String, Fate>>,
+    /// Per group (index into `groups`): transactionId hash -> fate.
+    fates: Vec<ByTxn<Fate>>,
     pushed: u64,
     resolved: u64,
     acked: u64,
@@ -44,7 +78,7 @@ pub struct Ledger {
 impl Ledger {
     pub fn new(groups: usize) -> Ledger {
         let book = Book {
-            fates: vec![HashMap::new(); groups],
+            fates: vec![ByTxn::default(); groups],
             ..Default::default()
         };
         Ledger {
@@ -53,35 +87,42 @@ impl Ledger {
         }
     }
 
-    pub fn pushed(&self, txns: impl IntoIterator<Item = String>) {
+    /// Books pushed messages (every group owes each of them).
+    pub fn pushed(&self, txns: &[TxnHash]) {
         let mut b = self.book.lock().expect("ledger lock");
-        for t in txns {
-            b.pushed += 1;
-            for g in 0..self.groups {
-                b.fates[g].entry(t.clone()).or_default();
+        b.pushed += txns.len() as u64;
+        for fates in &mut b.fates {
+            fates.reserve(txns.len());
+            for t in txns {
+                fates.entry(*t).or_default();
             }
         }
     }
 
-    /// Records a delivery; true when it is a redelivery.
-    pub fn delivered(&self, group: usize, txn: &str) -> bool {
+    /// Records the deliveries of one popped batch; returns how many were redeliveries.
+    pub fn delivered(&self, group: usize, txns: &[TxnHash]) -> u64 {
         let mut b = self.book.lock().expect("ledger lock");
-        let f = b.fates[group].entry(txn.to_string()).or_default();
-        f.deliveries += 1;
-        f.deliveries > 1
+        let fates = &mut b.fates[group];
+        let mut again = 0;
+        for t in txns {
+            let f = fates.entry(*t).or_default();
+            f.deliveries += 1;
+            again += u64::from(f.deliveries > 1);
+        }
+        again
     }
 
     /// Records an ack answer; returns true when this is the message's first successful ack.
     pub fn answered(
         &self,
         group: usize,
-        txn: &str,
+        txn: &TxnHash,
         acked: bool,
         dead_lettered: bool,
         dropped: bool,
     ) -> bool {
         let mut b = self.book.lock().expect("ledger lock");
-        let f = b.fates[group].entry(txn.to_string()).or_default();
+        let f = b.fates[group].entry(*txn).or_default();
         let was_resolved = f.resolved();
         let first_ack = acked && !f.acked;
         f.acked |= acked;
@@ -113,9 +154,9 @@ impl Ledger {
         (b.pushed * self.groups as u64).saturating_sub(b.resolved)
     }
 
-    /// Reconciles with the broker's DLQ listing (per group: the transactionIds it holds) and
-    /// counts the audit. A message the client saw dead-lettered but the DLQ lacks is lost.
-    pub fn audit(&self, dlq: &[HashSet<String>], drained: bool) -> Audit {
+    /// Reconciles with the broker's DLQ listing (per group: the transactionId hashes it holds)
+    /// and counts the audit. A message the client saw dead-lettered but the DLQ lacks is lost.
+    pub fn audit(&self, dlq: &[TxnSet], drained: bool) -> Audit {
         let b = self.book.lock().expect("ledger lock");
         let mut a = Audit {
             drained,
@@ -144,26 +185,35 @@ impl Ledger {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ackbench_wire::txn_hash;
+
+    fn h(t: &str) -> TxnHash {
+        txn_hash(t)
+    }
 
     #[test]
     fn every_obligation_is_accounted_for() {
         let l = Ledger::new(2);
-        l.pushed(["a", "b", "c", "d"].map(String::from));
+        l.pushed(&["a", "b", "c", "d"].map(h));
         assert_eq!(l.backlog(), 8);
-        assert!(!l.delivered(0, "a"));
-        assert!(l.delivered(0, "a"), "second delivery is a redelivery");
-        assert!(l.answered(0, "a", true, false, false));
+        assert_eq!(l.delivered(0, &[h("a")]), 0);
+        assert_eq!(
+            l.delivered(0, &[h("a"), h("b")]),
+            1,
+            "second delivery is a redelivery"
+        );
+        assert!(l.answered(0, &h("a"), true, false, false));
         assert!(
-            !l.answered(0, "a", true, false, false),
+            !l.answered(0, &h("a"), true, false, false),
             "only the first ack counts"
         );
-        l.answered(0, "b", false, true, false);
-        l.answered(0, "c", false, false, true);
+        l.answered(0, &h("b"), false, true, false);
+        l.answered(0, &h("c"), false, false, true);
         for t in ["a", "b", "c", "d"] {
-            l.answered(1, t, true, false, false);
+            l.answered(1, &h(t), true, false, false);
         }
         assert_eq!(l.backlog(), 1);
-        let dlq = vec![HashSet::from(["b".to_string()]), HashSet::new()];
+        let dlq = vec![TxnSet::from_iter([h("b")]), TxnSet::default()];
         let a = l.audit(&dlq, true);
         assert_eq!(
             a,
@@ -183,9 +233,9 @@ mod tests {
     #[test]
     fn a_dlq_answer_without_a_dlq_row_is_lost() {
         let l = Ledger::new(1);
-        l.pushed(["x".to_string()]);
-        l.answered(0, "x", false, true, false);
-        let a = l.audit(&[HashSet::new()], true);
+        l.pushed(&[h("x")]);
+        l.answered(0, &h("x"), false, true, false);
+        let a = l.audit(&[TxnSet::default()], true);
         assert_eq!(a.lost, 1);
     }
 }

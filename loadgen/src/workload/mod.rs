@@ -1,5 +1,6 @@
 //! The workload of one cell: producers and consumers driving the broker, sharing one
-//! `CellContext` (client, ledger, latency recorder, counters, phase).
+//! `CellContext` (client, ledger, latency recorder, counters, phase), and the runtime they run
+//! on.
 
 pub mod consumer;
 pub mod ledger;
@@ -130,6 +131,30 @@ impl CellContext {
         Counters::bump(&self.counters.errors, 1);
         *self.last_error.lock().expect("error lock") = Some(what);
     }
+}
+
+/// The runtime producers and consumers run on: one thread with its own event loop, apart from
+/// the runtime that measures. On one thread a socket's readiness wakes the task that waits for
+/// it directly, without handing it to another worker thread (a futex wake and a context switch
+/// per answer on a multi-threaded runtime), which is most of what a request cost the load
+/// generator. It also bounds the load generator to one core of a machine it shares with the
+/// broker and PostgreSQL. Started on first use, it lives as long as the process.
+pub fn runtime() -> tokio::runtime::Handle {
+    static HANDLE: std::sync::OnceLock<tokio::runtime::Handle> = std::sync::OnceLock::new();
+    HANDLE
+        .get_or_init(|| {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("workload runtime");
+            let handle = rt.handle().clone();
+            std::thread::Builder::new()
+                .name("ackbench-load".into())
+                .spawn(move || rt.block_on(std::future::pending::<()>()))
+                .expect("workload thread");
+            handle
+        })
+        .clone()
 }
 
 /// Microseconds since the UNIX epoch (the timestamp producers put in payloads).

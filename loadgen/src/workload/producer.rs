@@ -1,13 +1,21 @@
 //! A producer: pushes batches to the queue's partitions, open loop (a fixed schedule of intended
 //! send times, latency counted from the intended time so a stalled broker cannot hide behind a
 //! slowed client) or closed loop (back to back).
+//!
+//! `PushWriter` writes a push body straight into a reused buffer (transactionIds formatted in
+//! place, the padding built once) and hashes each transactionId for the ledger as it goes.
 
+use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use serde_json::{json, Value};
+use hyper::StatusCode;
+use serde::{Serialize, Serializer};
+
+use ackbench_wire::{txn_hash, PushResultRef, TxnHash};
 
 use super::{now_us, CellContext, Counters, Phase};
+use crate::client::{parse, routes, BodyBuf, ClientError, Connection};
 
 /// What one producer does.
 #[derive(Debug, Clone)]
@@ -35,6 +43,7 @@ pub async fn run(plan: ProducerPlan, ctx: Arc<CellContext>) {
     let mut seq: u64 = 0;
     let count = plan.partitions.len().max(1) as u32;
     let mut next_partition = plan.id % count;
+    let mut pusher = Pusher::new(&plan, &ctx);
     while matches!(ctx.phase(), Phase::Warmup | Phase::Measure) {
         let intended = match interval {
             Some(iv) => {
@@ -54,8 +63,7 @@ pub async fn run(plan: ProducerPlan, ctx: Arc<CellContext>) {
             next_partition
         };
         let intended_us = now_us().saturating_sub(intended.elapsed().as_micros() as u64);
-        let items = batch_items(&plan, seq, partition, intended_us);
-        let txns = transaction_ids(&items);
+        pusher.writer.write(seq, partition, Some(intended_us));
         let sent = Instant::now();
         if interval.is_some() {
             // Schedule lag: how late the send starts against its intended time (a producer
@@ -64,17 +72,13 @@ pub async fn run(plan: ProducerPlan, ctx: Arc<CellContext>) {
             ctx.latency
                 .record("schedule_lag", sent.saturating_duration_since(intended));
         }
-        match ctx.client.push(items).await {
-            Ok(results) => {
+        match pusher.push(&ctx).await {
+            Ok(()) => {
                 let done = Instant::now();
                 ctx.latency.record("push", done - intended);
                 if interval.is_some() {
                     ctx.latency.record("push_uncorrected", done - sent);
                 }
-                let queued = results.iter().filter(|r| r.status == "queued").count();
-                Counters::bump(&ctx.counters.push_requests, 1);
-                Counters::bump(&ctx.counters.pushed_messages, queued as u64);
-                ctx.ledger.pushed(txns);
             }
             Err(e) => ctx.error(format!("push: {e}")),
         }
@@ -82,26 +86,197 @@ pub async fn run(plan: ProducerPlan, ctx: Arc<CellContext>) {
     }
 }
 
-/// The items of one push request; the payload carries the intended send time for end-to-end
-/// latency.
-pub fn batch_items(plan: &ProducerPlan, seq: u64, partition: u32, intended_us: u64) -> Vec<Value> {
-    let pad = "x".repeat(plan.payload_bytes as usize);
-    (0..plan.batch)
-        .map(|i| {
-            json!({
-                "queue": plan.queue,
-                "partition": plan.partitions[partition as usize],
-                "transactionId": format!("{}-{}-{seq}-{i}", plan.tag, plan.id),
-                "payload": {"ts": intended_us, "pad": pad},
-            })
-        })
-        .collect()
+/// A producer's connection and body writer.
+pub struct Pusher {
+    conn: Connection,
+    pub writer: PushWriter,
 }
 
-/// The transactionIds of push items, in order (what the ledger books once the push succeeds).
-pub fn transaction_ids(items: &[Value]) -> Vec<String> {
-    items
-        .iter()
-        .map(|i| i["transactionId"].as_str().unwrap_or_default().to_string())
-        .collect()
+impl Pusher {
+    pub fn new(plan: &ProducerPlan, ctx: &CellContext) -> Pusher {
+        Pusher {
+            conn: ctx.client.connection(),
+            writer: PushWriter::new(plan),
+        }
+    }
+
+    /// Sends the body last written and books what the broker queued.
+    pub async fn push(&mut self, ctx: &CellContext) -> Result<(), ClientError> {
+        let body = self.writer.body.written();
+        let answer = self
+            .conn
+            .post(routes::PUSH, body, StatusCode::CREATED)
+            .await;
+        Counters::bump(&ctx.counters.push_requests, 1);
+        let answer = answer?;
+        let results: Vec<PushResultRef<'_>> = parse("push", &answer)?;
+        let queued = results.iter().filter(|r| r.status == "queued").count();
+        Counters::bump(&ctx.counters.pushed_messages, queued as u64);
+        ctx.ledger.pushed(&self.writer.hashes);
+        Ok(())
+    }
+}
+
+/// Writes push bodies for one producer plan.
+pub struct PushWriter {
+    queue: String,
+    partitions: Arc<[String]>,
+    batch: u32,
+    /// `{tag}-{producer id}-`: what every transactionId of this producer starts with.
+    prefix: String,
+    pad: String,
+    body: BodyBuf,
+    scratch: String,
+    /// The transactionId hashes of the body last written, in order.
+    pub hashes: Vec<TxnHash>,
+}
+
+impl PushWriter {
+    pub fn new(plan: &ProducerPlan) -> PushWriter {
+        PushWriter {
+            queue: plan.queue.clone(),
+            partitions: plan.partitions.clone(),
+            batch: plan.batch,
+            prefix: format!("{}-{}-", plan.tag, plan.id),
+            pad: "x".repeat(plan.payload_bytes as usize),
+            body: BodyBuf::default(),
+            scratch: String::new(),
+            hashes: Vec::with_capacity(plan.batch as usize),
+        }
+    }
+
+    /// Writes the body of push request `seq` to `partition`: `batch` messages whose
+    /// transactionIds are `{tag}-{id}-{seq}-{i}` and whose payload carries `ts` (the intended
+    /// send time, for end-to-end latency; none for backlog) and the padding.
+    pub fn write(&mut self, seq: u64, partition: u32, ts: Option<u64>) -> &[u8] {
+        self.hashes.clear();
+        for i in 0..self.batch {
+            self.scratch.clear();
+            let id = TxnId {
+                prefix: &self.prefix,
+                seq,
+                i,
+            };
+            write!(self.scratch, "{id}").expect("formatting into a String");
+            self.hashes.push(txn_hash(&self.scratch));
+        }
+        let body = PushBody {
+            items: PushItems {
+                queue: &self.queue,
+                partition: &self.partitions[partition as usize],
+                prefix: &self.prefix,
+                seq,
+                batch: self.batch,
+                payload: Payload { ts, pad: &self.pad },
+            },
+        };
+        self.body.json(&body)
+    }
+}
+
+/// A transactionId, formatted where it is written.
+struct TxnId<'a> {
+    prefix: &'a str,
+    seq: u64,
+    i: u32,
+}
+
+impl std::fmt::Display for TxnId<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}{}-{}", self.prefix, self.seq, self.i)
+    }
+}
+
+impl Serialize for TxnId<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+#[derive(Serialize)]
+struct PushBody<'a> {
+    items: PushItems<'a>,
+}
+
+struct PushItems<'a> {
+    queue: &'a str,
+    partition: &'a str,
+    prefix: &'a str,
+    seq: u64,
+    batch: u32,
+    payload: Payload<'a>,
+}
+
+#[derive(Serialize, Clone, Copy)]
+struct Payload<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ts: Option<u64>,
+    pad: &'a str,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct PushItem<'a> {
+    queue: &'a str,
+    partition: &'a str,
+    transaction_id: TxnId<'a>,
+    payload: Payload<'a>,
+}
+
+impl Serialize for PushItems<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq((0..self.batch).map(|i| PushItem {
+            queue: self.queue,
+            partition: self.partition,
+            transaction_id: TxnId {
+                prefix: self.prefix,
+                seq: self.seq,
+                i,
+            },
+            payload: self.payload,
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan() -> ProducerPlan {
+        ProducerPlan {
+            id: 3,
+            queue: "q".into(),
+            partitions: vec!["p-0".to_string(), "p-1".to_string()].into(),
+            batch: 2,
+            payload_bytes: 4,
+            rate: None,
+            random_partitions: false,
+            tag: "cell_r1".into(),
+            seed: 1,
+        }
+    }
+
+    #[test]
+    fn push_body_and_hashes() {
+        let mut w = PushWriter::new(&plan());
+        let body = w.write(7, 1, Some(99));
+        let v: serde_json::Value = serde_json::from_slice(body).unwrap();
+        let item = |i: u32| {
+            serde_json::json!({"queue": "q", "partition": "p-1",
+                "transactionId": format!("cell_r1-3-7-{i}"), "payload": {"ts": 99, "pad": "xxxx"}})
+        };
+        assert_eq!(v, serde_json::json!({"items": [item(0), item(1)]}));
+        assert_eq!(
+            w.hashes,
+            vec![txn_hash("cell_r1-3-7-0"), txn_hash("cell_r1-3-7-1")]
+        );
+        let backlog = w.write(8, 0, None);
+        let v: serde_json::Value = serde_json::from_slice(backlog).unwrap();
+        assert_eq!(
+            v["items"][1]["payload"],
+            serde_json::json!({"pad": "xxxx"}),
+            "backlog carries no send time"
+        );
+        assert_eq!(w.hashes[1], txn_hash("cell_r1-3-8-1"));
+    }
 }
