@@ -95,6 +95,7 @@ pub fn render_metrics(app: &App, out: &mut String) {
             f.stats.flush_errors.load(Relaxed),
         );
     }
+    render_settings(app, out);
     let (segments, bytes) = app.segments.usage();
     gauge(
         out,
@@ -108,4 +109,32 @@ pub fn render_metrics(app: &App, out: &mut String) {
         "Bytes the decoded segments hold.",
         bytes as f64,
     );
+}
+
+/// The engine's switches and sizes as `queen_engine_setting{name="VARIABLE"}`, so a results
+/// document records which engine each cell ran (the load generator keeps them as gauges).
+fn render_settings(app: &App, out: &mut String) {
+    let c = &app.config;
+    let flag = |on: bool| u64::from(on);
+    let settings: [(&str, u64); 14] = [
+        ("QUEEN_HOTLIST", flag(c.hotlist)),
+        ("QUEEN_HOTLIST_RESEED_MS", c.hotlist_reseed_ms),
+        ("QUEEN_POP_PENDING_GATE", flag(c.pop_pending_gate)),
+        ("QUEEN_POP_FUSION", flag(c.pop_fusion)),
+        ("QUEEN_POP_FUSION_SHARDS", c.pop_fusion_shards as u64),
+        ("QUEEN_POP_FUSION_HOLD_MS", c.pop_fusion_hold_ms),
+        ("QUEEN_SEGMENT_CACHE_MB", c.segment_cache_mb as u64),
+        ("QUEEN_PUSH_FUSION", flag(c.push_fusion)),
+        ("QUEEN_PUSH_FUSION_SHARDS", c.push_fusion_shards as u64),
+        ("QUEEN_PUSH_BUNDLE_MAX", c.push_bundle_max as u64),
+        ("QUEEN_PUSH_FUSION_MAX_INFLIGHT", c.push_fusion_max_inflight as u64),
+        ("QUEEN_PUSH_FUSION_HOLD_MS", c.push_fusion_hold_ms),
+        ("QUEEN_ACK_FUSION_SHARDS", c.ack_fusion_shards as u64),
+        ("DB_POOL_SIZE", c.pool_size as u64),
+    ];
+    out.push_str("# HELP queen_engine_setting The broker's engine settings, by variable.\n");
+    out.push_str("# TYPE queen_engine_setting gauge\n");
+    for (name, value) in settings {
+        out.push_str(&format!("queen_engine_setting{{name=\"{name}\"}} {value}\n"));
+    }
 }

@@ -23,6 +23,7 @@ pub fn delta(start: &Scrape, end: &Scrape) -> Scrape {
     end.iter()
         .map(|(k, v)| {
             let is_gauge = k.contains("_enabled")
+                || k.starts_with("queen_engine_setting")
                 || k.contains("_entries")
                 || k.contains("_bytes") && !k.contains("_total");
             (
