@@ -11,8 +11,32 @@ use tracing_subscriber::prelude::*;
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-#[tokio::main]
-async fn main() {
+fn main() {
+    let config = match Config::from_env() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("ackbench-broker: {e}");
+            std::process::exit(2);
+        }
+    };
+    // One worker thread runs a single-threaded runtime: no hand-offs between threads (on a
+    // small machine their wake-ups cost more CPU than the requests), the rest left to PostgreSQL.
+    let runtime = if config.worker_threads == 1 {
+        tokio::runtime::Builder::new_current_thread().enable_all().build()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(config.worker_threads)
+            .enable_all()
+            .build()
+    };
+    let runtime = runtime.unwrap_or_else(|e| {
+        eprintln!("ackbench-broker: cannot start the runtime: {e}");
+        std::process::exit(1);
+    });
+    runtime.block_on(serve(config));
+}
+
+async fn serve(config: Config) {
     let filter: Targets = std::env::var("RUST_LOG")
         .ok()
         .and_then(|s| s.parse().ok())
@@ -21,14 +45,6 @@ async fn main() {
         .with(tracing_subscriber::fmt::layer().with_writer(std::io::stderr))
         .with(filter)
         .init();
-
-    let config = match Config::from_env() {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("ackbench-broker: {e}");
-            std::process::exit(2);
-        }
-    };
     let broker = match Broker::start(config).await {
         Ok(b) => b,
         Err(e) => {
