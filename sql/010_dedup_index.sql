@@ -37,8 +37,14 @@ $$;
 
 -- Pushes insert one entry per frame; `fastupdate = off` keeps them out of a pending list, so a
 -- probe never has to scan one (the probe runs on every push, right after other pushes).
+-- Only rows pushed while their queue deduplicates are indexed: a push of 100 frames to a queue
+-- with deduplication off would otherwise pay 100 index entries for nothing (measured: batch-100
+-- pushes at half the rate). A queue that turns deduplication on later is checked against what
+-- it pushed from then on. Writers that predate this column leave it true (indexed).
+ALTER TABLE queen.log_txns ADD COLUMN deduped boolean NOT NULL DEFAULT true;
 CREATE INDEX log_txns_dedup_idx ON queen.log_txns
-    USING gin (queen.log_dedup_keys_v1(partition_id, hashes)) WITH (fastupdate = off);
+    USING gin (queen.log_dedup_keys_v1(partition_id, hashes)) WITH (fastupdate = off)
+    WHERE deduped;
 
 -- queen.log_dedup_probe_v1(partition id, txns_start, window seconds, hashes) -> duplicates
 -- Contract (unchanged from 003): for the frames of one incoming segment (16-byte hashes
@@ -70,7 +76,8 @@ BEGIN
     ), candidates AS MATERIALIZED (
         SELECT t.partition_id, t.base_offset, t.end_offset, t.created_at, t.hashes
         FROM queen.log_txns t
-        WHERE queen.log_dedup_keys_v1(t.partition_id, t.hashes)
+        WHERE t.deduped
+          AND queen.log_dedup_keys_v1(t.partition_id, t.hashes)
               && queen.log_dedup_keys_v1(p_pid, p_hashes)
     ), stored AS (
         SELECT x.hash, min(x.off) AS off

@@ -73,8 +73,8 @@ BEGIN
             RETURNING p.last_offset INTO v_last;
             INSERT INTO queen.log_segments (partition_id, base_offset, end_offset, blob)
             VALUES (v_pids[i], v_last - v_count + 1, v_last, p_blobs[i]);
-            INSERT INTO queen.log_txns (partition_id, base_offset, end_offset, hashes)
-            VALUES (v_pids[i], v_last - v_count + 1, v_last, p_hashes[i]);
+            INSERT INTO queen.log_txns (partition_id, base_offset, end_offset, hashes, deduped)
+            VALUES (v_pids[i], v_last - v_count + 1, v_last, p_hashes[i], v_windows[i] > 0);
             written := true; base_offset := v_last - v_count + 1; created_at := now();
             dup_index := NULL; dup_offset := NULL; dup_first := NULL;
         END IF;

@@ -119,7 +119,12 @@ impl Config {
             listen,
             database: database_config(&vars)?,
             pool_size: vars.number("DB_POOL_SIZE", default_pool_size(), 1, 1000)?,
-            worker_threads: vars.number("QUEEN_WORKER_THREADS", default_worker_threads(), 1, 1024)?,
+            worker_threads: vars.number(
+                "QUEEN_WORKER_THREADS",
+                default_worker_threads(),
+                1,
+                1024,
+            )?,
             ack_registry: vars.flag("QUEEN_ACK_REGISTRY", true)?,
             ack_registry_mb: vars.number("QUEEN_ACK_REGISTRY_MB", 64, 0, 1 << 20)?,
             ack_fusion: vars.flag("QUEEN_ACK_FUSION", true)?,

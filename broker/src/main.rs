@@ -22,7 +22,9 @@ fn main() {
     // One worker thread runs a single-threaded runtime: no hand-offs between threads (on a
     // small machine their wake-ups cost more CPU than the requests), the rest left to PostgreSQL.
     let runtime = if config.worker_threads == 1 {
-        tokio::runtime::Builder::new_current_thread().enable_all().build()
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
     } else {
         tokio::runtime::Builder::new_multi_thread()
             .worker_threads(config.worker_threads)

@@ -127,7 +127,10 @@ fn render_settings(app: &App, out: &mut String) {
         ("QUEEN_PUSH_FUSION", flag(c.push_fusion)),
         ("QUEEN_PUSH_FUSION_SHARDS", c.push_fusion_shards as u64),
         ("QUEEN_PUSH_BUNDLE_MAX", c.push_bundle_max as u64),
-        ("QUEEN_PUSH_FUSION_MAX_INFLIGHT", c.push_fusion_max_inflight as u64),
+        (
+            "QUEEN_PUSH_FUSION_MAX_INFLIGHT",
+            c.push_fusion_max_inflight as u64,
+        ),
         ("QUEEN_PUSH_FUSION_HOLD_MS", c.push_fusion_hold_ms),
         ("QUEEN_ACK_FUSION_SHARDS", c.ack_fusion_shards as u64),
         ("DB_POOL_SIZE", c.pool_size as u64),
@@ -135,6 +138,8 @@ fn render_settings(app: &App, out: &mut String) {
     out.push_str("# HELP queen_engine_setting The broker's engine settings, by variable.\n");
     out.push_str("# TYPE queen_engine_setting gauge\n");
     for (name, value) in settings {
-        out.push_str(&format!("queen_engine_setting{{name=\"{name}\"}} {value}\n"));
+        out.push_str(&format!(
+            "queen_engine_setting{{name=\"{name}\"}} {value}\n"
+        ));
     }
 }
