@@ -17,7 +17,7 @@ use crate::app::App;
 use crate::http::{self, Answer, ApiError, Request, Route};
 use crate::longpoll::Scope;
 use crate::metrics::Metrics;
-use crate::pop::{Delivery, PopParams, Target};
+use crate::pop::{DeliveredSpan, Delivery, PopParams, Target};
 use ackbench_wire::QUEUE_MODE_GROUP;
 
 /// The span one partition delivered, with what the ack registry needs.
@@ -191,16 +191,8 @@ fn write_answer(p: &PopParams, d: &Delivery) -> (Vec<u8>, Vec<LeasedSpan>) {
     let group = p.group.as_deref();
     let mut out = Vec::with_capacity(512 + 384 * d.spans.len());
     let first = &d.spans[0];
-    out.extend_from_slice(b"{\"success\":true,\"queue\":");
-    json_str(&mut out, &first.queue);
-    out.extend_from_slice(b",\"partition\":");
-    json_str(&mut out, &first.partition);
-    out.extend_from_slice(b",\"partitionId\":\"");
-    push_uuid(&mut out, first.partition_id);
-    out.extend_from_slice(b"\",\"leaseId\":");
-    json_str(&mut out, &d.worker);
-    out.extend_from_slice(b",\"consumerGroup\":");
-    json_opt_str(&mut out, group);
+    out.extend_from_slice(b"{\"success\":true,");
+    write_location(&mut out, first, &d.worker, group);
     out.extend_from_slice(
         format!(",\"partitionsClaimed\":{},\"messages\":[", d.spans.len()).as_bytes(),
     );
@@ -228,16 +220,8 @@ fn write_answer(p: &PopParams, d: &Delivery) -> (Vec<u8>, Vec<LeasedSpan>) {
             out.extend_from_slice(frame.payload.as_bytes());
             out.extend_from_slice(b",\"createdAt\":\"");
             out.extend_from_slice(created_at.as_bytes());
-            out.extend_from_slice(b"\",\"queue\":");
-            json_str(&mut out, &span.queue);
-            out.extend_from_slice(b",\"partition\":");
-            json_str(&mut out, &span.partition);
-            out.extend_from_slice(b",\"partitionId\":\"");
-            push_uuid(&mut out, span.partition_id);
-            out.extend_from_slice(b"\",\"leaseId\":");
-            json_str(&mut out, &d.worker);
-            out.extend_from_slice(b",\"consumerGroup\":");
-            json_opt_str(&mut out, group);
+            out.extend_from_slice(b"\",");
+            write_location(&mut out, span, &d.worker, group);
             out.extend_from_slice(format!(",\"deliveryAttempt\":{}}}", span.attempt).as_bytes());
             leased.frames.push((frame.hash, offset));
         }
@@ -245,6 +229,21 @@ fn write_answer(p: &PopParams, d: &Delivery) -> (Vec<u8>, Vec<LeasedSpan>) {
     }
     out.extend_from_slice(b"]}");
     (out, spans)
+}
+
+/// `"queue":..,"partition":..,"partitionId":..,"leaseId":..,"consumerGroup":..` of a span: the
+/// answer's head and every message carry them.
+fn write_location(out: &mut Vec<u8>, span: &DeliveredSpan, worker: &str, group: Option<&str>) {
+    out.extend_from_slice(b"\"queue\":");
+    json_str(out, &span.queue);
+    out.extend_from_slice(b",\"partition\":");
+    json_str(out, &span.partition);
+    out.extend_from_slice(b",\"partitionId\":\"");
+    push_uuid(out, span.partition_id);
+    out.extend_from_slice(b"\",\"leaseId\":");
+    json_str(out, worker);
+    out.extend_from_slice(b",\"consumerGroup\":");
+    json_opt_str(out, group);
 }
 
 fn json_str(out: &mut Vec<u8>, s: &str) {
