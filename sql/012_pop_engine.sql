@@ -278,18 +278,6 @@ BEGIN
 END;
 $$;
 
--- queen.log_partition_ids_v1(tenant, queue, partition) -> the partition id, or no row
--- Contract: resolves a named partition for a pop (the broker caches the answer; ids never
--- change). Reads only.
--- Locks: none.
-CREATE FUNCTION queen.log_partition_ids_v1(p_tenant uuid, p_queue text, p_partition text)
-RETURNS TABLE (partition_id uuid, queue_id uuid)
-LANGUAGE sql STABLE AS $$
-    SELECT p.id, q.id
-    FROM queen.queues q JOIN queen.log_partitions p ON p.queue_id = q.id
-    WHERE q.tenant_id = p_tenant AND q.name = p_queue AND p.name = p_partition
-$$;
-
 -- queen.log_pop_wildcard_v2(tenant, queue, namespace, task, group, worker, batch,
 --                           max partitions, lease seconds, subscription new, auto ack, limit)
 --   -> segment rows (see log_pop_multi_v1; ordinal is always 1)

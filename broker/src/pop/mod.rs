@@ -293,11 +293,8 @@ async fn pop_sql(
     let rows = claim::claim_wildcard(&db, tenant, scope, &c).await?;
     drop(db);
     if let Some(hot) = &app.hotlist {
-        let mut by_queue: Vec<(QueueKey, &ClaimRow)> = Vec::new();
-        for row in &rows {
-            by_queue.push(((tenant, row.queue_name.clone()), row));
-        }
-        for (key, row) in by_queue {
+        for row in span_heads(&rows) {
+            let key = (tenant, row.queue_name.clone());
             note_claimed(hot, &key, p.group_name(), row);
         }
     }
@@ -336,18 +333,17 @@ async fn claim_candidates(
         }
     };
     if let Some(hot) = &app.hotlist {
-        for row in &rows {
+        let (mut partitions, mut delivered) = (0usize, 0i64);
+        for row in span_heads(&rows) {
             note_claimed(hot, key, group, row);
+            partitions += 1;
+            delivered += row.span_end - row.span_start + 1;
         }
-        let claimed: Vec<Uuid> = rows.iter().map(|r| r.partition_id).collect();
-        let delivered: i64 = spans_len(&rows);
-        let full =
-            claimed_partitions(&rows) >= p.max_partitions() as usize || delivered >= p.batch as i64;
-        if full {
+        if partitions >= p.max_partitions() as usize || delivered >= p.batch as i64 {
             // The job stopped early: candidates it did not claim were never examined.
             let rest: Vec<Uuid> = candidates
                 .into_iter()
-                .filter(|c| !claimed.contains(c))
+                .filter(|c| !rows.iter().any(|r| r.partition_id == *c))
                 .collect();
             hot.put_back(key, group, &rest);
         }
@@ -370,28 +366,12 @@ fn note_claimed(hot: &hotlist::Hotlist, key: &QueueKey, group: &str, row: &Claim
     );
 }
 
-fn claimed_partitions(rows: &[ClaimRow]) -> usize {
-    let mut n = 0;
-    let mut last = None;
-    for r in rows {
-        if last != Some(r.partition_id) {
-            n += 1;
-            last = Some(r.partition_id);
-        }
-    }
-    n
-}
-
-fn spans_len(rows: &[ClaimRow]) -> i64 {
-    let mut total = 0;
-    let mut last = None;
-    for r in rows {
-        if last != Some(r.partition_id) {
-            total += r.span_end - r.span_start + 1;
-            last = Some(r.partition_id);
-        }
-    }
-    total
+/// The first row of each claimed span (rows come one per segment, partition by partition).
+fn span_heads(rows: &[ClaimRow]) -> impl Iterator<Item = &ClaimRow> {
+    rows.iter()
+        .enumerate()
+        .filter(|(i, r)| *i == 0 || rows[i - 1].partition_id != r.partition_id)
+        .map(|(_, r)| r)
 }
 
 /// The held segments a claim of `candidates` will likely need: around the span last delivered
