@@ -293,3 +293,62 @@ async fn subscription_new_starts_at_the_tail_once_and_new_partitions_from_their_
         "subscription `all` gets the backlog"
     );
 }
+
+/// In one fused transaction PostgreSQL withholds the blob of any segment some job listed as
+/// held, so a job can be handed a segment only another job listed; it must still be served.
+#[tokio::test]
+async fn a_fused_job_is_served_a_segment_another_job_listed_as_held() {
+    use ackbench_broker::pop::claim::{claim_jobs, PopJob, Stored};
+    use ackbench_broker::segment_cache::DecodedSegment;
+    use std::sync::Arc;
+
+    let t = TestBroker::start().await;
+    t.http.push("held", &[("a", "a-0"), ("b", "b-0")]).await;
+    let sql = t.sql().await;
+    let pid = |name: &'static str| {
+        let sql = &sql;
+        async move {
+            let row = sql
+                .query_one(
+                    "SELECT p.id FROM queen.log_partitions p JOIN queen.queues q \
+                     ON q.id = p.queue_id WHERE q.name = 'held' AND p.name = $1",
+                    &[&name],
+                )
+                .await
+                .unwrap();
+            row.get::<_, uuid::Uuid>(0)
+        }
+    };
+    let (a, b) = (pid("a").await, pid("b").await);
+    let blob: Vec<u8> = sql
+        .query_one(
+            "SELECT blob FROM queen.log_segments WHERE partition_id = $1",
+            &[&b],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    let held = DecodedSegment::decode(0, std::time::SystemTime::now(), &blob).unwrap();
+    let job = |candidate, cached: Vec<(uuid::Uuid, Arc<DecodedSegment>)>| PopJob {
+        group: ackbench_wire::QUEUE_MODE_GROUP.into(),
+        worker: "w".into(),
+        batch: 1,
+        max_partitions: 1,
+        lease_seconds: Some(30),
+        auto_ack: false,
+        candidates: vec![candidate],
+        cached,
+    };
+    // The first job claims `a` but lists `b`'s segment; the second claims `b` listing nothing.
+    let first = job(a, vec![(b, Arc::new(held))]);
+    let second = job(b, Vec::new());
+    let pool = ackbench_broker::storage::pool(&t.db_url.parse().unwrap(), 1).unwrap();
+    let db = pool.get().await.unwrap();
+    let rows = claim_jobs(&db, &[&first, &second]).await.unwrap();
+    assert_eq!(rows[1].len(), 1, "the second job claimed b");
+    assert_eq!(rows[1][0].partition_id, b);
+    assert!(
+        matches!(rows[1][0].segment, Stored::Held(ref s) if s.frame_at(0).unwrap().transaction_id == "b-0"),
+        "b's blob was withheld and the first job's copy serves it"
+    );
+}

@@ -37,16 +37,35 @@ pub struct ClaimRow {
     pub last_offset: i64,
     pub seg_base: i64,
     pub seg_created: SystemTime,
-    /// Null when the job listed the segment as cached.
-    pub blob: Option<Vec<u8>>,
+    pub segment: Stored,
+}
+
+/// How a claimed row's segment reached the broker.
+pub enum Stored {
+    /// PostgreSQL shipped the blob: no job of the transaction listed it as held.
+    Shipped(Vec<u8>),
+    /// Some job of the transaction listed it as held; this is that job's copy. The flush's
+    /// jobs share one held list in SQL, so a waiter may get a segment another waiter held.
+    Held(Arc<DecodedSegment>),
+    /// Neither shipped nor listed: a procedure and caller that disagree (a defect, reported).
+    Missing,
 }
 
 const COLUMNS: &str = "ordinal, partition_id, queue_name, partition_name, span_start, span_end, \
                        attempt, lease_expires_at, last_offset, seg_base, seg_created, blob";
 
-fn claim_row(row: &Row) -> ClaimRow {
+fn claim_row(row: &Row, held: &[&(Uuid, Arc<DecodedSegment>)]) -> ClaimRow {
+    let partition_id: Uuid = row.get(1);
+    let seg_base: i64 = row.get(9);
+    let segment = match row.get::<_, Option<Vec<u8>>>(11) {
+        Some(blob) => Stored::Shipped(blob),
+        None => held
+            .iter()
+            .find(|(pid, seg)| *pid == partition_id && seg.base == seg_base)
+            .map_or(Stored::Missing, |(_, seg)| Stored::Held(seg.clone())),
+    };
     ClaimRow {
-        partition_id: row.get(1),
+        partition_id,
         queue_name: row.get(2),
         partition_name: row.get(3),
         span_start: row.get(4),
@@ -54,9 +73,9 @@ fn claim_row(row: &Row) -> ClaimRow {
         attempt: row.get(6),
         lease_expires_at: row.get(7),
         last_offset: row.get(8),
-        seg_base: row.get(9),
+        seg_base,
         seg_created: row.get(10),
-        blob: row.get(11),
+        segment,
     }
 }
 
@@ -105,10 +124,11 @@ pub async fn claim_jobs(db: &Object, jobs: &[&PopJob]) -> Result<Vec<Vec<ClaimRo
         )
         .await
         .map_err(|e| DbError::from_pg("log_pop_multi_v1", e))?;
+    let held: Vec<&(Uuid, Arc<DecodedSegment>)> = jobs.iter().flat_map(|j| &j.cached).collect();
     let mut out: Vec<Vec<ClaimRow>> = jobs.iter().map(|_| Vec::new()).collect();
     for row in &rows {
         let job = row.get::<_, i32>(0) as usize - 1;
-        out[job].push(claim_row(row));
+        out[job].push(claim_row(row, &held));
     }
     Ok(out)
 }
@@ -174,7 +194,7 @@ pub async fn claim_wildcard(
         )
         .await
         .map_err(|e| DbError::from_pg("log_pop_wildcard_v2", e))?;
-    Ok(rows.iter().map(claim_row).collect())
+    Ok(rows.iter().map(|r| claim_row(r, &[])).collect())
 }
 
 /// The hotlist's seed for `group` on `queue`: provisions the queue, records a `new`

@@ -26,7 +26,7 @@ use uuid::Uuid;
 use crate::app::App;
 use crate::http::ApiError;
 use crate::segment_cache::{DecodedSegment, FrameView};
-use claim::{Claim, ClaimRow, PopJob, Scope};
+use claim::{Claim, ClaimRow, PopJob, Scope, Stored};
 use hotlist::{QueueKey, Take};
 use stats::PopStats;
 
@@ -298,7 +298,7 @@ async fn pop_sql(
             note_claimed(hot, &key, p.group_name(), row);
         }
     }
-    decode_rows(app, rows, &[])
+    decode_rows(app, rows)
 }
 
 /// Claims `candidates` for `p` (fused or not), updates the hotlist, decodes the segments.
@@ -319,7 +319,7 @@ async fn claim_candidates(
         lease_seconds: p.lease_seconds,
         auto_ack: p.auto_ack,
         candidates: candidates.clone(),
-        cached: cached.clone(),
+        cached,
     };
     let rows = match &app.pop_fusion {
         Some(f) => f.submit(job).await.map_err(|e| {
@@ -348,7 +348,7 @@ async fn claim_candidates(
             hot.put_back(key, group, &rest);
         }
     }
-    decode_rows(app, rows, &cached)
+    decode_rows(app, rows)
 }
 
 fn note_claimed(hot: &hotlist::Hotlist, key: &QueueKey, group: &str, row: &ClaimRow) {
@@ -401,17 +401,13 @@ fn cached_segments(
     out
 }
 
-/// Pairs every claimed row with its decoded segment: the one the claim listed as held, or
+/// Pairs every claimed row with its decoded segment: the held copy the claim resolved, or
 /// the shipped blob decoded (and kept).
-fn decode_rows(
-    app: &App,
-    rows: Vec<ClaimRow>,
-    cached: &[(Uuid, Arc<DecodedSegment>)],
-) -> Result<Decoded, ApiError> {
+fn decode_rows(app: &App, rows: Vec<ClaimRow>) -> Result<Decoded, ApiError> {
     let mut out = Vec::with_capacity(rows.len());
     for mut row in rows {
-        let seg = match row.blob.take() {
-            Some(blob) => {
+        let seg = match std::mem::replace(&mut row.segment, Stored::Missing) {
+            Stored::Shipped(blob) => {
                 PopStats::add(&app.pop_stats.segments_shipped, 1);
                 let seg = DecodedSegment::decode(row.seg_base, row.seg_created, &blob)
                     .map_err(|e| corrupt(row.partition_id, row.seg_base, e))?;
@@ -419,19 +415,13 @@ fn decode_rows(
                 app.segments.insert(row.partition_id, seg.clone());
                 seg
             }
-            None => {
-                let held = cached
-                    .iter()
-                    .find(|(pid, s)| *pid == row.partition_id && s.base == row.seg_base);
-                let (_, seg) = held.ok_or_else(|| {
-                    corrupt(
-                        row.partition_id,
-                        row.seg_base,
-                        "not shipped and not held".into(),
-                    )
-                })?;
+            Stored::Held(seg) => {
                 PopStats::add(&app.pop_stats.segments_cached, 1);
-                seg.clone()
+                seg
+            }
+            Stored::Missing => {
+                let e = "not shipped and not held".to_string();
+                return Err(corrupt(row.partition_id, row.seg_base, e));
             }
         };
         out.push((row, seg));
