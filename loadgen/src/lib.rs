@@ -8,6 +8,7 @@ pub mod client;
 pub mod gates;
 pub mod measure;
 pub mod meta;
+pub mod peer;
 pub mod progress;
 pub mod run;
 pub mod scenario;

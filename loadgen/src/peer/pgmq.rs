@@ -1,0 +1,160 @@
+//! PGMQ (a row per message; a read hides a message for a visibility timeout, its lease).
+//! Installed from the SQL the `pgmq` crate embeds, at run time: PGMQ's SQL never enters this
+//! repository. Mapping: a pop is `read(queue, vt, qty)`; `completed` is `delete(ids[])`;
+//! `retry` is `set_vt(ids[], 0)`; `failed` redelivers the same way until `read_ct` reaches the
+//! retry budget, then `archive`s; `dlq` is `archive(ids[])`. Each is one statement in its own
+//! transaction, as PGMQ's users issue them.
+
+use tokio_postgres::Client;
+
+use super::{db, ids_where, Answer, Answered, Asks, Consumed, Delivery, Driver, Produced, Setup};
+
+/// PGMQ has one reader set per queue: consumer groups would need a queue per group.
+pub fn refusal(asks: &Asks) -> Option<String> {
+    if asks.consumer_groups > 0 {
+        return Some(
+            "pgmq has no consumer groups (each group would need its own copy of the queue)".into(),
+        );
+    }
+    if asks.named_partitions {
+        return Some("pgmq has no partitions to pop by name".into());
+    }
+    None
+}
+
+/// Installs PGMQ's embedded SQL into the database at `url` and creates the queue.
+pub async fn install(url: &str, client: &Client, setup: &Setup<'_>) -> Result<(), String> {
+    // The crate's installer runs on an sqlx pool (built here: its own URL helper insists on a
+    // password).
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(1)
+        .connect(url)
+        .await
+        .map_err(|e| format!("pgmq: cannot connect to {url}: {e}"))?;
+    ::pgmq::install::install_sql_from_embedded(&pool)
+        .await
+        .map_err(|e| format!("pgmq: installing its SQL failed: {e}"))?;
+    pool.close().await;
+    client
+        .execute("SELECT pgmq.create($1)", &[&setup.queue])
+        .await
+        .map_err(db("pgmq.create"))?;
+    Ok(())
+}
+
+/// One `send_batch`: each message is `{"txn": id, "data": payload}`.
+pub async fn produce(client: &Client, queue: &str, batch: &[Produced<'_>]) -> Result<(), String> {
+    let messages: Vec<String> = batch
+        .iter()
+        .map(|m| {
+            let txn = serde_json::to_string(m.transaction_id).expect("a string serializes");
+            format!(r#"{{"txn":{txn},"data":{}}}"#, m.payload_json)
+        })
+        .collect();
+    client
+        .execute(
+            "SELECT count(*) FROM pgmq.send_batch($1, $2::text[]::jsonb[])",
+            &[&queue, &messages],
+        )
+        .await
+        .map_err(db("pgmq.send_batch"))?;
+    Ok(())
+}
+
+pub async fn consume(
+    client: &Client,
+    queue: &str,
+    visibility_secs: i32,
+    batch: u32,
+) -> Result<Consumed, String> {
+    let rows = client
+        .query(
+            "SELECT msg_id, read_ct, message->>'txn', (message->'data')::text \
+             FROM pgmq.read($1, $2, $3)",
+            &[&queue, &visibility_secs, &(batch as i32)],
+        )
+        .await
+        .map_err(db("pgmq.read"))?;
+    let deliveries = rows
+        .iter()
+        .map(|r| Delivery {
+            handle: r.get(0),
+            attempt: r.get(1),
+            transaction_id: r.get::<_, Option<String>>(2).unwrap_or_default(),
+            payload_json: r.get::<_, Option<String>>(3).unwrap_or_default(),
+        })
+        .collect();
+    Ok(Consumed {
+        pgq_batch: None,
+        deliveries,
+    })
+}
+
+pub async fn answer(
+    client: &Client,
+    driver: &Driver,
+    consumed: &Consumed,
+    answers: &[Answer],
+) -> Result<Answered, String> {
+    let mut done = Answered::default();
+    let completed = ids_where(consumed, answers, Answer::Completed);
+    let (spent, again): (Vec<&Delivery>, Vec<&Delivery>) =
+        ids_where(consumed, answers, Answer::Failed)
+            .into_iter()
+            .partition(|d| d.attempt >= driver.retry_budget);
+    let mut redeliver = ids_where(consumed, answers, Answer::Retry);
+    redeliver.extend(again);
+    let mut dead = ids_where(consumed, answers, Answer::Dlq);
+    dead.extend(spent);
+    let q = driver.queue.as_str();
+    run(
+        client,
+        "SELECT count(*) FROM pgmq.delete($1::text, $2::bigint[])",
+        q,
+        &completed,
+    )
+    .await?;
+    run(
+        client,
+        "SELECT count(*) FROM pgmq.set_vt($1::text, $2::bigint[], 0)",
+        q,
+        &redeliver,
+    )
+    .await?;
+    run(
+        client,
+        "SELECT count(*) FROM pgmq.archive($1::text, $2::bigint[])",
+        q,
+        &dead,
+    )
+    .await?;
+    done.completed = txns(&completed);
+    done.redelivering = txns(&redeliver);
+    done.dead_lettered = txns(&dead);
+    Ok(done)
+}
+
+/// One statement over the deliveries' ids, skipped when there are none.
+async fn run(client: &Client, sql: &str, queue: &str, of: &[&Delivery]) -> Result<(), String> {
+    if of.is_empty() {
+        return Ok(());
+    }
+    let ids: Vec<i64> = of.iter().map(|d| d.handle).collect();
+    client
+        .execute(sql, &[&queue, &ids])
+        .await
+        .map_err(db(sql))?;
+    Ok(())
+}
+
+fn txns(of: &[&Delivery]) -> Vec<String> {
+    of.iter().map(|d| d.transaction_id.clone()).collect()
+}
+
+pub async fn backlog(client: &Client, queue: &str) -> Result<i64, String> {
+    let row = client
+        .query_one("SELECT queue_length FROM pgmq.metrics($1)", &[&queue])
+        .await
+        .map_err(db("pgmq.metrics"))?;
+    Ok(row.get(0))
+}

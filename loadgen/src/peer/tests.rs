@@ -1,0 +1,200 @@
+//! The peer drivers against a real PostgreSQL (a throwaway cluster): install, produce, consume,
+//! answer, and what each answer does to the queue.
+
+use super::*;
+
+struct Db {
+    _cluster: throwaway_pg::Cluster,
+    url: String,
+    client: Client,
+}
+
+async fn fresh(name: &str) -> Db {
+    let cluster = tokio::task::spawn_blocking(throwaway_pg::Cluster::start)
+        .await
+        .unwrap()
+        .expect("a throwaway cluster starts");
+    let url = cluster.create_database(name).expect("database created");
+    let (client, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        .await
+        .expect("connects");
+    tokio::spawn(conn);
+    Db {
+        _cluster: cluster,
+        url,
+        client,
+    }
+}
+
+fn driver(kind: PeerKind) -> Driver {
+    Driver {
+        kind,
+        queue: "work".into(),
+        consumer: "c".into(),
+        visibility_secs: 30,
+        retry_budget: 2,
+    }
+}
+
+async fn produce(d: &Driver, c: &Client, n: usize) -> Vec<String> {
+    let ids: Vec<String> = (0..n).map(|i| format!("t-{i}")).collect();
+    let payloads: Vec<String> = (0..n).map(|i| format!(r#"{{"i":{i}}}"#)).collect();
+    let batch: Vec<Produced> = ids
+        .iter()
+        .zip(&payloads)
+        .map(|(t, p)| Produced {
+            transaction_id: t,
+            payload_json: p,
+        })
+        .collect();
+    d.produce(c, &batch).await.expect("produced");
+    ids
+}
+
+#[tokio::test]
+async fn pgmq_deletes_completed_redelivers_retries_and_archives_dead_letters() {
+    let db = fresh("peer_pgmq").await;
+    let d = driver(PeerKind::Pgmq);
+    let setup = Setup {
+        queue: &d.queue,
+        consumer: &d.consumer,
+        batch: 4,
+    };
+    PeerKind::Pgmq
+        .install(&db.url, &db.client, &setup)
+        .await
+        .expect("pgmq installs from the crate's embedded SQL");
+    let ids = produce(&d, &db.client, 4).await;
+    let got = d.consume(&db.client, 4).await.unwrap();
+    let txns: Vec<&str> = got
+        .deliveries
+        .iter()
+        .map(|m| m.transaction_id.as_str())
+        .collect();
+    assert_eq!(txns, ids.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(got.deliveries[0].payload_json, r#"{"i": 0}"#);
+    assert!(got.deliveries.iter().all(|m| m.attempt == 1));
+    let answers = [
+        Answer::Completed,
+        Answer::Retry,
+        Answer::Dlq,
+        Answer::Failed,
+    ];
+    let done = d.answer(&db.client, &got, &answers).await.unwrap();
+    assert_eq!(done.completed, vec!["t-0"]);
+    assert_eq!(done.redelivering, vec!["t-1", "t-3"]);
+    assert_eq!(done.dead_lettered, vec!["t-2"]);
+    assert_eq!(
+        d.backlog(&db.client).await.unwrap(),
+        2,
+        "t-1 and t-3 remain"
+    );
+    // Redelivered at once; `failed` on the second delivery spends the budget of 2.
+    let again = d.consume(&db.client, 4).await.unwrap();
+    assert_eq!(again.deliveries.len(), 2);
+    assert!(again.deliveries.iter().all(|m| m.attempt == 2));
+    let done = d
+        .answer(&db.client, &again, &[Answer::Failed, Answer::Completed])
+        .await
+        .unwrap();
+    assert_eq!(done.dead_lettered, vec!["t-1"]);
+    assert_eq!(done.completed, vec!["t-3"]);
+    assert_eq!(d.backlog(&db.client).await.unwrap(), 0);
+    let archived: i64 = db
+        .client
+        .query_one("SELECT count(*) FROM pgmq.a_work", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(archived, 2, "both dead letters are in PGMQ's archive");
+}
+
+#[tokio::test]
+async fn pgq_hands_out_ticked_batches_and_retries_what_asks() {
+    let db = fresh("peer_pgq").await;
+    if let Err(missing) = PeerKind::Pgq.check_parts(&db.client).await {
+        panic!("this machine lacks PgQ ({missing}); .ci/run installs it");
+    }
+    let d = driver(PeerKind::Pgq);
+    let setup = Setup {
+        queue: &d.queue,
+        consumer: &d.consumer,
+        batch: 3,
+    };
+    PeerKind::Pgq
+        .install(&db.url, &db.client, &setup)
+        .await
+        .expect("pgq installs");
+    let ids = produce(&d, &db.client, 3).await;
+    assert!(
+        d.consume(&db.client, 3)
+            .await
+            .unwrap()
+            .deliveries
+            .is_empty(),
+        "not ticked yet"
+    );
+    d.tick(&db.client).await.unwrap();
+    let got = d.consume(&db.client, 3).await.unwrap();
+    let txns: Vec<String> = got
+        .deliveries
+        .iter()
+        .map(|m| m.transaction_id.clone())
+        .collect();
+    assert_eq!(txns, ids);
+    let answers = [Answer::Completed, Answer::Retry, Answer::Completed];
+    let done = d.answer(&db.client, &got, &answers).await.unwrap();
+    assert_eq!(done.completed, vec!["t-0", "t-2"]);
+    assert_eq!(done.redelivering, vec!["t-1"]);
+    // The retried event comes back after maintenance and a tick.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let redelivered = loop {
+        d.tick(&db.client).await.unwrap();
+        let got = d.consume(&db.client, 3).await.unwrap();
+        if !got.deliveries.is_empty() || std::time::Instant::now() > deadline {
+            break got;
+        }
+        if got.pgq_batch.is_some() {
+            d.answer(&db.client, &got, &[]).await.unwrap();
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
+    assert_eq!(redelivered.deliveries.len(), 1);
+    assert_eq!(redelivered.deliveries[0].transaction_id, "t-1");
+    assert_eq!(redelivered.deliveries[0].attempt, 2);
+    d.answer(&db.client, &redelivered, &[Answer::Completed])
+        .await
+        .unwrap();
+    assert_eq!(d.backlog(&db.client).await.unwrap(), 0);
+}
+
+#[test]
+fn each_peer_refuses_what_it_cannot_do() {
+    let groups = Asks {
+        consumer_groups: 2,
+        ..Asks::default()
+    };
+    assert!(PeerKind::Pgmq
+        .refusal(&groups)
+        .unwrap()
+        .contains("consumer groups"));
+    let stalls = Asks {
+        lease_stalls: true,
+        ..Asks::default()
+    };
+    assert!(
+        PeerKind::Pgmq.refusal(&stalls).is_none(),
+        "a visibility timeout is a lease"
+    );
+    assert!(PeerKind::Pgq.refusal(&stalls).unwrap().contains("leases"));
+    let dlq = Asks {
+        dead_letters: true,
+        ..Asks::default()
+    };
+    assert!(PeerKind::Pgq.refusal(&dlq).unwrap().contains("dead-letter"));
+    assert!(PeerKind::Pgmq.refusal(&dlq).is_none());
+    assert_eq!(PeerKind::parse("pgq"), Ok(PeerKind::Pgq));
+    assert!(PeerKind::parse("kafka")
+        .unwrap_err()
+        .contains("pgmq and pgq"));
+}
