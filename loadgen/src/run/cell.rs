@@ -15,7 +15,7 @@ use ackbench_wire::{txn_hash, QUEUE_MODE_GROUP};
 
 use super::Env;
 use crate::client::BrokerClient;
-use crate::measure::broker_metrics::{self, Scrape};
+use crate::measure::broker_metrics::{self, Exposition, Scrape};
 use crate::measure::figures::{derive, WindowDeltas};
 use crate::measure::pg_counters::{live_sample, PgSnapshot};
 use crate::progress::Progress;
@@ -414,7 +414,7 @@ struct Window {
 pub(crate) struct Edge {
     pub(crate) at: Instant,
     pub(crate) pg: Option<PgSnapshot>,
-    pub(crate) broker: Scrape,
+    pub(crate) broker: Exposition,
     pub(crate) counters: CounterValues,
     pub(crate) loadgen_cpu: f64,
     pub(crate) broker_cpu: f64,
