@@ -8,7 +8,8 @@ use std::path::PathBuf;
 use super::CellRound;
 use crate::client::BrokerClient;
 use crate::options::TargetOptions;
-use crate::target::broker::{self, BrokerProcess};
+use crate::target::broker::BrokerProcess;
+use crate::target::broker_binary;
 use crate::target::postgres::{connect, Postgres};
 
 /// Everything a run needs besides the scenario, prepared once per run.
@@ -24,6 +25,11 @@ pub struct Env {
 impl Env {
     /// Starts (or connects to) the PostgreSQL and locates (or builds) the broker binary.
     pub async fn prepare(options: &TargetOptions, out_dir: PathBuf) -> Result<Env, String> {
+        // The broker first: building it is what takes long on a fresh clone, so say so at once.
+        let broker_bin = match &options.broker_url {
+            Some(_) => None,
+            None => Some(broker_binary::locate(options.broker_bin.as_deref())?),
+        };
         let postgres = match (&options.database_url, &options.broker_url) {
             (Some(url), _) => Some(Postgres::external(url).await?),
             (None, Some(_)) => {
@@ -36,10 +42,6 @@ impl Env {
                 eprintln!("ackbench: starting a throwaway PostgreSQL cluster ...");
                 Some(Postgres::embedded().await?)
             }
-        };
-        let broker_bin = match &options.broker_url {
-            Some(_) => None,
-            None => Some(broker::locate_binary(options.broker_bin.as_deref())?),
         };
         Ok(Env {
             out_dir,
