@@ -111,3 +111,58 @@ impl CapacityOptions {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Run {
+        #[command(flatten)]
+        options: RunOptions,
+    }
+
+    #[derive(Parser)]
+    struct Capacity {
+        #[command(flatten)]
+        options: CapacityOptions,
+    }
+
+    #[test]
+    fn run_flags_become_scenario_overrides() {
+        let o = Run::parse_from([
+            "run",
+            "s.toml",
+            "--cells",
+            "none,registry",
+            "--rounds",
+            "2",
+            "--duration",
+            "3",
+            "--warmup",
+            "1",
+            "--seed",
+            "9",
+            "--keep-databases",
+        ])
+        .options;
+        let ov = o.overrides();
+        assert_eq!(ov.cells, Some(vec!["none,registry".to_string()]));
+        assert_eq!(
+            (ov.rounds, ov.duration_secs, ov.warmup_secs),
+            (Some(2), Some(3.0), Some(1.0))
+        );
+        assert_eq!(ov.seed, Some(9));
+        assert!(o.target.keep_databases && o.target.broker_url.is_none());
+    }
+
+    #[test]
+    fn capacity_step_secs_is_the_measured_window_and_rounds_stay_the_scenarios() {
+        let o = Capacity::parse_from(["capacity", "s.toml", "--step-secs", "4", "--max", "900"])
+            .options;
+        let ov = o.overrides();
+        assert_eq!((ov.duration_secs, ov.rounds), (Some(4.0), None));
+        assert_eq!((o.max, o.slo_p99_ms), (Some(900.0), 50.0));
+    }
+}

@@ -50,3 +50,28 @@ impl CellRound<'_> {
         format!("{}-{}", self.scenario.queue.name, self.tag())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_round_names_its_queue_database_tag_and_progress_label() {
+        let scenario = Scenario::parse(
+            "name = \"demo\"\n[queue]\nname = \"q\"\n[producers]\ncount = 1\n",
+            "demo.toml",
+        )
+        .unwrap();
+        let cr = CellRound {
+            scenario: &scenario,
+            cell: Cell::RegistryFusion,
+            name: "registry+fusion (A/A)".into(),
+            round: 2,
+            rounds: 3,
+            seed: 1,
+        };
+        assert_eq!(cr.tag(), "registry_fusion__A_A__r2");
+        assert_eq!(cr.queue(), "q-registry_fusion__A_A__r2");
+        assert_eq!(cr.label(), "[demo] registry+fusion (A/A) r2/3");
+    }
+}
