@@ -8,7 +8,11 @@
 //! measured window with snapshots at its edges. The workers stop after the window; the step is
 //! not drained (the next one starts on a new queue). Each step is judged (`verdict`); a cell
 //! stops after two failing steps in a row. The outcome is one `capacity.json` and its report.
+//!
+//! `ladder` climbs one cell's rates, `step` measures one step through the shared cell lifecycle
+//! (`crate::lifecycle`), `verdict` judges it; this module plans, runs every cell and reports.
 
+mod ladder;
 pub mod model;
 mod step;
 pub mod verdict;
@@ -21,12 +25,11 @@ use ackbench_reports::capacity::{all_warnings, amount, cell_sentence, headline};
 use ackbench_reports::model::format_number;
 use ackbench_reports::results::RunMeta;
 
-use crate::lifecycle::target::{Env, Target};
-use crate::lifecycle::CellRound;
+use crate::lifecycle::target::Env;
 use crate::progress::Progress;
 use crate::run::now_iso;
-use crate::scenario::{Cell, LoopMode, Scenario};
-use model::{CapacityCell, CapacityResults, Criteria, Plan, Step};
+use crate::scenario::Scenario;
+use model::{CapacityResults, Criteria, Plan};
 
 /// The rate a capacity run starts at when neither `--start` nor an open-loop scenario rate
 /// gives one (msg/s).
@@ -139,23 +142,20 @@ pub async fn run(
     let mut cells = Vec::new();
     let mut complete = true;
     let mut error = None;
+    let search = ladder::Search {
+        scenario,
+        env,
+        plan,
+        criteria,
+        seed,
+        cancel: &cancel,
+    };
     for &c in &scenario.run.cells {
         if *cancel.borrow() {
             complete = false;
             break;
         }
-        match run_cell(
-            scenario,
-            env,
-            plan,
-            criteria,
-            c,
-            seed,
-            &cancel,
-            &mut progress,
-        )
-        .await
-        {
+        match search.cell(c, &mut progress).await {
             Ok((cell, interrupted)) => {
                 complete &= !interrupted;
                 cells.push(cell);
@@ -195,138 +195,6 @@ pub async fn run(
         warnings,
     };
     (results, error)
-}
-
-type CellOutcome = Result<(CapacityCell, bool), (Option<CapacityCell>, String)>;
-
-/// One cell: a fresh database and broker, then its steps. Ok((cell, interrupted)).
-#[allow(clippy::too_many_arguments)]
-async fn run_cell(
-    scenario: &Scenario,
-    env: &Env,
-    plan: &Plan,
-    criteria: &Criteria,
-    c: Cell,
-    seed: u64,
-    cancel: &watch::Receiver<bool>,
-    progress: &mut Progress,
-) -> CellOutcome {
-    let base = CellRound {
-        scenario,
-        cell: c,
-        name: c.name().to_string(),
-        round: 0,
-        rounds: plan.rates.len() as u32,
-        seed,
-    };
-    let slug = c.name().replace('+', "_");
-    let label = format!("[{}] {}", scenario.name, c.name());
-    progress.say(&format!(
-        "{label}: fresh database and broker; {} step(s) planned",
-        plan.rates.len()
-    ));
-    let target = Target::start(env, &base, &format!("capacity_{slug}"))
-        .await
-        .map_err(|e| (None, e))?;
-    let mut steps: Vec<Step> = Vec::new();
-    let mut stopped = format!(
-        "reached --max {} msg/s without two failing steps in a row",
-        amount(plan.max_rate)
-    );
-    let mut interrupted = false;
-    let mut error = None;
-    for (i, &rate) in plan.rates.iter().enumerate() {
-        if *cancel.borrow() {
-            interrupted = true;
-            break;
-        }
-        let mut s = scenario.clone();
-        s.producers.mode = LoopMode::Open;
-        s.producers.rate = Some(rate);
-        let cr = CellRound {
-            scenario: &s,
-            cell: c,
-            name: c.name().to_string(),
-            round: i as u32 + 1,
-            rounds: plan.rates.len() as u32,
-            seed: seed.wrapping_add((i as u64 + 1) * 7919),
-        };
-        let step_label = format!(
-            "{label} step {}/{} @ {} msg/s",
-            i + 1,
-            plan.rates.len(),
-            amount(rate)
-        );
-        match step::measure(&cr, &target, plan, &step_label, cancel, progress).await {
-            Ok(Some(mut step)) => {
-                verdict::apply(&mut step, criteria);
-                progress.say(&step_line(&step_label, &step));
-                for w in &step.loadgen_warnings {
-                    progress.say(&format!("ackbench: WARNING: {step_label}: {w}"));
-                }
-                steps.push(step);
-                if verdict::past_knee(&steps, criteria) {
-                    stopped = format!(
-                        "{} failing steps in a row: past the knee",
-                        criteria.stop_after_failures.max(1)
-                    );
-                    break;
-                }
-            }
-            Ok(None) => {
-                interrupted = true;
-                break;
-            }
-            Err(e) => {
-                error = Some(e);
-                break;
-            }
-        }
-    }
-    if interrupted {
-        stopped = "interrupted".into();
-    }
-    if let Some(e) = &error {
-        stopped = format!("error: {e}");
-    }
-    if let Some(note) = target.release(env).await {
-        progress.say(&format!("{label}: {note}"));
-    }
-    let (sustained_rate, knee_rate) = verdict::select(&steps);
-    let cell = CapacityCell {
-        name: c.name().to_string(),
-        registry: c.registry(),
-        fusion: c.fusion(),
-        steps,
-        sustained_rate,
-        knee_rate,
-        stopped,
-    };
-    match error {
-        Some(e) => Err((Some(cell), e)),
-        None => Ok((cell, interrupted)),
-    }
-}
-
-/// A judged step in one line.
-fn step_line(label: &str, s: &Step) -> String {
-    let verdict = if s.sustained {
-        "sustained".to_string()
-    } else {
-        let d: Vec<&str> = s.failed.iter().map(|f| f.detail.as_str()).collect();
-        format!("FAILED ({})", d.join("; "))
-    };
-    format!(
-        "{label}: pushed {}/s, answered {}/s per group, backlog {:+.0}, ack p99 {} ms, e2e p99 {} ms, commits {}/s, loadgen cpu {}, lag p99 {} ms: {verdict}",
-        format_number(s.achieved_push_rate),
-        format_number(s.answered_per_group()),
-        s.backlog_growth,
-        format_number(s.ack_p99_ms),
-        format_number(s.e2e_p99_ms),
-        format_number(s.charted_commits()),
-        format_number(s.loadgen_cpu_cores),
-        format_number(s.schedule_lag_p99_ms),
-    )
 }
 
 /// Writes `capacity.json` and `capacity.html` into `out_dir`.
