@@ -13,44 +13,36 @@ use ackbench_reports::results::Results;
 
 use crate::capacity;
 use crate::gates::{self, baseline::Baseline, export};
-use crate::run::{self, audit_words, Env};
+use crate::lifecycle::target::Env;
+use crate::options::{CapacityOptions, RunOptions};
+use crate::run::{self, audit_words};
 use crate::scenario::{Cell, Overrides, Scenario};
-use crate::target::{broker, postgres::Postgres};
 
-pub struct RunRequest {
-    pub scenario: PathBuf,
-    pub out: Option<PathBuf>,
-    pub overrides: Overrides,
-    pub database_url: Option<String>,
-    pub broker_url: Option<String>,
-    pub broker_bin: Option<PathBuf>,
-    pub keep_databases: bool,
-    /// A/A mode: run this cell twice per round instead of the scenario's cells.
-    pub aa: Option<String>,
-}
-
-pub async fn run(req: RunRequest) -> u8 {
-    let mut scenario = match Scenario::load(&req.scenario) {
+/// `ackbench run`: runs the scenario's cells round by round, writes results.json and
+/// report.html, prints the summary and the gate table.
+pub async fn run(opts: RunOptions) -> u8 {
+    let overrides = opts.overrides();
+    let mut scenario = match Scenario::load(&opts.scenario) {
         Ok(s) => s,
         Err(e) => return fail(&e.to_string()),
     };
-    if let Err(e) = scenario.apply_overrides(&req.overrides) {
+    if let Err(e) = scenario.apply_overrides(&overrides) {
         return fail(&e.to_string());
     }
-    let aa = match req.aa.as_deref().map(str::parse::<Cell>).transpose() {
+    let aa = match opts.aa.as_deref().map(str::parse::<Cell>).transpose() {
         Ok(aa) => aa,
         Err(e) => return fail(&format!("--aa: {e}")),
     };
     let cells = run::cell_list(&scenario, aa);
     let seed = scenario.run.seed.unwrap_or_else(|| fastrand::u64(..));
-    let out_dir = req
+    let out_dir = opts
         .out
         .clone()
         .unwrap_or_else(|| default_out_dir(&scenario.name));
     if let Err(e) = std::fs::create_dir_all(&out_dir) {
         return fail(&format!("--out {}: {e}", out_dir.display()));
     }
-    let env = match environment(&req, out_dir.clone()).await {
+    let env = match Env::prepare(&opts.target, out_dir.clone()).await {
         Ok(env) => env,
         Err(e) => return fail(&e),
     };
@@ -74,7 +66,7 @@ pub async fn run(req: RunRequest) -> u8 {
         Ok(r) => r,
         Err(e) => return fail(&e),
     };
-    results.meta.scenario.overrides = describe_overrides(&req.overrides);
+    results.meta.scenario.overrides = describe_overrides(&overrides);
     // In A/A mode the scenario's gates name cells that did not run: only audits are judged,
     // and the twins' ratios show what noise a gate has to sit beyond.
     let judged_gates = if aa.is_some() {
@@ -103,25 +95,11 @@ pub async fn run(req: RunRequest) -> u8 {
     run_exit_code(&results, &eval)
 }
 
-/// What `ackbench capacity` was asked: the run's inputs (its `overrides.duration_secs` is the
-/// step window, `--step-secs`) and the ladder and target.
-pub struct CapacityRequest {
-    pub run: RunRequest,
-    /// Ack and end-to-end p99 target, ms.
-    pub slo_p99_ms: f64,
-    /// First offered rate (default: the scenario's open-loop rate, else 100 msg/s).
-    pub start: Option<f64>,
-    /// Factor between steps (default 1.5).
-    pub step: Option<f64>,
-    /// Highest offered rate (default 1000 × start).
-    pub max: Option<f64>,
-}
-
 /// `ackbench capacity`: per cell, steps the offered rate up and finds the highest sustained
 /// one; writes capacity.json and capacity.html. Exit 0 when every planned cell was measured
 /// (whatever it sustains), 2 when the run broke, 130 when interrupted.
-pub async fn capacity(req: CapacityRequest) -> u8 {
-    let mut scenario = match Scenario::load(&req.run.scenario) {
+pub async fn capacity(opts: CapacityOptions) -> u8 {
+    let mut scenario = match Scenario::load(&opts.scenario) {
         Ok(s) => s,
         Err(e) => return fail(&e.to_string()),
     };
@@ -130,25 +108,24 @@ pub async fn capacity(req: CapacityRequest) -> u8 {
     // saturate the consumers whatever the rate) is skipped.
     scenario.gates.clear();
     scenario.prefill.messages_per_partition = 0;
-    if let Err(e) = scenario.apply_overrides(&req.run.overrides) {
+    if let Err(e) = scenario.apply_overrides(&opts.overrides()) {
         return fail(&e.to_string().replace("--duration", "--step-secs"));
     }
-    let planned = capacity::plan(&scenario, req.start, req.step, req.max)
-        .and_then(|p| Ok((p, capacity::criteria(req.slo_p99_ms)?)));
+    let planned = capacity::plan(&scenario, opts.start, opts.step, opts.max)
+        .and_then(|p| Ok((p, capacity::criteria(opts.slo_p99_ms)?)));
     let (plan, criteria) = match planned {
         Ok(x) => x,
         Err(e) => return fail(&e),
     };
     let seed = scenario.run.seed.unwrap_or_else(|| fastrand::u64(..));
-    let out_dir = req
-        .run
+    let out_dir = opts
         .out
         .clone()
         .unwrap_or_else(|| default_out_dir(&format!("{}-capacity", scenario.name)));
     if let Err(e) = std::fs::create_dir_all(&out_dir) {
         return fail(&format!("--out {}: {e}", out_dir.display()));
     }
-    let env = match environment(&req.run, out_dir.clone()).await {
+    let env = match Env::prepare(&opts.target, out_dir.clone()).await {
         Ok(env) => env,
         Err(e) => return fail(&e),
     };
@@ -175,7 +152,7 @@ pub async fn capacity(req: CapacityRequest) -> u8 {
     );
     let (mut results, error) = capacity::run(&scenario, &env, &plan, &criteria, seed, cancel).await;
     drop(env);
-    results.meta.scenario.overrides = describe_capacity_flags(&req);
+    results.meta.scenario.overrides = describe_capacity_flags(&opts);
     if let Err(e) = capacity::write_outputs(&results, &out_dir) {
         return fail(&e);
     }
@@ -187,8 +164,8 @@ pub async fn capacity(req: CapacityRequest) -> u8 {
     }
 }
 
-fn describe_capacity_flags(req: &CapacityRequest) -> Vec<String> {
-    let o = &req.run.overrides;
+fn describe_capacity_flags(opts: &CapacityOptions) -> Vec<String> {
+    let o = &opts.overrides();
     let mut v = Vec::new();
     if let Some(c) = &o.cells {
         v.push(format!("--cells {}", c.join(",")));
@@ -202,16 +179,16 @@ fn describe_capacity_flags(req: &CapacityRequest) -> Vec<String> {
     if let Some(s) = o.seed {
         v.push(format!("--seed {s}"));
     }
-    if let Some(x) = req.start {
+    if let Some(x) = opts.start {
         v.push(format!("--start {x}"));
     }
-    if let Some(x) = req.step {
+    if let Some(x) = opts.step {
         v.push(format!("--step {x}"));
     }
-    if let Some(x) = req.max {
+    if let Some(x) = opts.max {
         v.push(format!("--max {x}"));
     }
-    v.push(format!("--slo-p99-ms {}", req.slo_p99_ms));
+    v.push(format!("--slo-p99-ms {}", opts.slo_p99_ms));
     v
 }
 
@@ -280,34 +257,6 @@ pub fn baseline(results: &Path, out: &Path) -> u8 {
             1
         }
     }
-}
-
-async fn environment(req: &RunRequest, out_dir: PathBuf) -> Result<Env, String> {
-    let postgres = match (&req.database_url, &req.broker_url) {
-        (Some(url), _) => Some(Postgres::external(url).await?),
-        (None, Some(_)) => {
-            eprintln!(
-                "ackbench: --broker-url without --database-url: PostgreSQL figures will be missing"
-            );
-            None
-        }
-        (None, None) => {
-            eprintln!("ackbench: starting a throwaway PostgreSQL cluster ...");
-            Some(Postgres::embedded().await?)
-        }
-    };
-    let broker_bin = match &req.broker_url {
-        Some(_) => None,
-        None => Some(broker::locate_binary(req.broker_bin.as_deref())?),
-    };
-    Ok(Env {
-        out_dir,
-        postgres,
-        external_database: req.database_url.is_some(),
-        broker_url: req.broker_url.clone(),
-        broker_bin,
-        keep_databases: req.keep_databases,
-    })
 }
 
 /// A flag that flips on the first Ctrl-C, so the run stops at a clean point and still writes

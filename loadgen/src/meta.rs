@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use ackbench_reports::results::{BrokerMeta, Machine, PostgresMeta, RunMeta, ScenarioMeta};
 use xxhash_rust::xxh3::xxh3_64;
 
-use crate::run::Env;
+use crate::lifecycle::target::Env;
 use crate::scenario::Scenario;
 
 pub fn run_meta(scenario: &Scenario, env: &Env) -> RunMeta {
@@ -28,9 +28,9 @@ pub fn run_meta(scenario: &Scenario, env: &Env) -> RunMeta {
             None => PostgresMeta { version: "unknown (no --database-url)".into(), embedded: false, settings: BTreeMap::new() },
         },
         broker: BrokerMeta {
-            version: if env.broker_url.is_some() { "external".into() } else { env!("CARGO_PKG_VERSION").to_string() },
-            external: env.broker_url.is_some(),
-            url: env.broker_url.clone(),
+            version: if env.external_broker() { "external".into() } else { env!("CARGO_PKG_VERSION").to_string() },
+            external: env.external_broker(),
+            url: env.options.broker_url.clone(),
             binary: env.broker_bin.as_ref().map(|p| p.display().to_string()),
         },
         notes: vec![

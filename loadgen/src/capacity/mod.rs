@@ -8,13 +8,16 @@
 //! measured window with snapshots at its edges. The workers stop after the window; the step is
 //! not drained (the next one starts on a new queue). Each step is judged (`verdict`); a cell
 //! stops after two failing steps in a row. The outcome is one `capacity.json` and its report.
+//!
+//! `ladder` climbs one cell's rates, `step` measures one step through the shared cell lifecycle
+//! (`crate::lifecycle`), `verdict` judges it; this module plans, runs every cell and reports.
 
+mod ladder;
 pub mod model;
+mod step;
 pub mod verdict;
 
 use std::path::Path;
-use std::sync::Arc;
-use std::time::Duration;
 
 use tokio::sync::watch;
 
@@ -22,13 +25,11 @@ use ackbench_reports::capacity::{all_warnings, amount, cell_sentence, headline};
 use ackbench_reports::model::format_number;
 use ackbench_reports::results::RunMeta;
 
+use crate::lifecycle::target::Env;
 use crate::progress::Progress;
-use crate::run::cell::{self, CellRound, Target};
-use crate::run::{now_iso, Env};
-use crate::scenario::{Cell, LoopMode, Scenario};
-use crate::target::broker::process_cpu_seconds;
-use crate::workload::{CellContext, Phase};
-use model::{CapacityCell, CapacityResults, Criteria, Plan, Step};
+use crate::run::now_iso;
+use crate::scenario::Scenario;
+use model::{CapacityResults, Criteria, Plan};
 
 /// The rate a capacity run starts at when neither `--start` nor an open-loop scenario rate
 /// gives one (msg/s).
@@ -141,23 +142,20 @@ pub async fn run(
     let mut cells = Vec::new();
     let mut complete = true;
     let mut error = None;
+    let search = ladder::Search {
+        scenario,
+        env,
+        plan,
+        criteria,
+        seed,
+        cancel: &cancel,
+    };
     for &c in &scenario.run.cells {
         if *cancel.borrow() {
             complete = false;
             break;
         }
-        match run_cell(
-            scenario,
-            env,
-            plan,
-            criteria,
-            c,
-            seed,
-            &cancel,
-            &mut progress,
-        )
-        .await
-        {
+        match search.cell(c, &mut progress).await {
             Ok((cell, interrupted)) => {
                 complete &= !interrupted;
                 cells.push(cell);
@@ -197,264 +195,6 @@ pub async fn run(
         warnings,
     };
     (results, error)
-}
-
-type CellOutcome = Result<(CapacityCell, bool), (Option<CapacityCell>, String)>;
-
-/// One cell: a fresh database and broker, then its steps. Ok((cell, interrupted)).
-#[allow(clippy::too_many_arguments)]
-async fn run_cell(
-    scenario: &Scenario,
-    env: &Env,
-    plan: &Plan,
-    criteria: &Criteria,
-    c: Cell,
-    seed: u64,
-    cancel: &watch::Receiver<bool>,
-    progress: &mut Progress,
-) -> CellOutcome {
-    let base = CellRound {
-        scenario,
-        cell: c,
-        name: c.name().to_string(),
-        round: 0,
-        rounds: plan.rates.len() as u32,
-        seed,
-    };
-    let slug = c.name().replace('+', "_");
-    let label = format!("[{}] {}", scenario.name, c.name());
-    progress.say(&format!(
-        "{label}: fresh database and broker; {} step(s) planned",
-        plan.rates.len()
-    ));
-    let target = cell::start_target_tagged(env, &base, &format!("capacity_{slug}"))
-        .await
-        .map_err(|e| (None, e))?;
-    let mut steps: Vec<Step> = Vec::new();
-    let mut stopped = format!(
-        "reached --max {} msg/s without two failing steps in a row",
-        amount(plan.max_rate)
-    );
-    let mut interrupted = false;
-    let mut error = None;
-    for (i, &rate) in plan.rates.iter().enumerate() {
-        if *cancel.borrow() {
-            interrupted = true;
-            break;
-        }
-        let mut s = scenario.clone();
-        s.producers.mode = LoopMode::Open;
-        s.producers.rate = Some(rate);
-        let cr = CellRound {
-            scenario: &s,
-            cell: c,
-            name: c.name().to_string(),
-            round: i as u32 + 1,
-            rounds: plan.rates.len() as u32,
-            seed: seed.wrapping_add((i as u64 + 1) * 7919),
-        };
-        let step_label = format!(
-            "{label} step {}/{} @ {} msg/s",
-            i + 1,
-            plan.rates.len(),
-            amount(rate)
-        );
-        match measure_step(&cr, &target, plan, &step_label, cancel, progress).await {
-            Ok(Some(mut step)) => {
-                verdict::apply(&mut step, criteria);
-                progress.say(&step_line(&step_label, &step));
-                for w in &step.loadgen_warnings {
-                    progress.say(&format!("ackbench: WARNING: {step_label}: {w}"));
-                }
-                steps.push(step);
-                if verdict::past_knee(&steps, criteria) {
-                    stopped = format!(
-                        "{} failing steps in a row: past the knee",
-                        criteria.stop_after_failures.max(1)
-                    );
-                    break;
-                }
-            }
-            Ok(None) => {
-                interrupted = true;
-                break;
-            }
-            Err(e) => {
-                error = Some(e);
-                break;
-            }
-        }
-    }
-    if interrupted {
-        stopped = "interrupted".into();
-    }
-    if let Some(e) = &error {
-        stopped = format!("error: {e}");
-    }
-    cell::release_target(env, target, &label, progress).await;
-    let (sustained_rate, knee_rate) = verdict::select(&steps);
-    let cell = CapacityCell {
-        name: c.name().to_string(),
-        registry: c.registry(),
-        fusion: c.fusion(),
-        steps,
-        sustained_rate,
-        knee_rate,
-        stopped,
-    };
-    match error {
-        Some(e) => Err((Some(cell), e)),
-        None => Ok((cell, interrupted)),
-    }
-}
-
-/// One step on a fresh queue: prefill, workers, warm-up, the window, workers stopped.
-/// `Ok(None)` when interrupted.
-async fn measure_step(
-    cr: &CellRound<'_>,
-    target: &Target,
-    plan: &Plan,
-    label: &str,
-    cancel: &watch::Receiver<bool>,
-    progress: &mut Progress,
-) -> Result<Option<Step>, String> {
-    let s = cr.scenario;
-    let queue = cr.queue();
-    cell::configure_queue(s, &target.client, &queue).await?;
-    let groups = s.consumers.group_names().len();
-    let ctx = Arc::new(CellContext::new(target.client.clone(), groups));
-    cell::prefill(cr, &queue, &ctx, progress).await?;
-    let workers = cell::spawn_workers(cr, &queue, &ctx);
-    let measured = if cell::warm_up(label, plan.warmup_secs, &ctx, cancel, progress).await {
-        None
-    } else {
-        window(cr, target, plan, label, &ctx, cancel, progress).await
-    };
-    ctx.set_phase(Phase::Stop);
-    cell::stop_workers(workers).await;
-    progress.finish();
-    Ok(measured)
-}
-
-/// The measured window and the step's figures (not yet judged); `None` when interrupted.
-async fn window(
-    cr: &CellRound<'_>,
-    target: &Target,
-    plan: &Plan,
-    label: &str,
-    ctx: &CellContext,
-    cancel: &watch::Receiver<bool>,
-    progress: &mut Progress,
-) -> Option<Step> {
-    let duration = plan.step_secs;
-    let start = cell::edge(target, ctx).await;
-    let (backlog0, pushed0) = (ctx.ledger.backlog(), ctx.ledger.pushed_count());
-    ctx.set_phase(Phase::Measure);
-    let mut last = (start.at, start.counters, cell::live(target).await);
-    let mut second = 1u32;
-    while (second as f64) <= duration.ceil() {
-        let due = start.at + Duration::from_secs_f64((second as f64).min(duration));
-        tokio::time::sleep_until(due.into()).await;
-        if *cancel.borrow() {
-            return None;
-        }
-        let now = (
-            std::time::Instant::now(),
-            ctx.counters.values(),
-            cell::live(target).await,
-        );
-        let dt = (now.0 - last.0).as_secs_f64().max(1e-3);
-        progress.update(&format!(
-            "{label} measure {:>3.0}/{duration:.0}s  push {:>7.0}/s  ack {:>7.0}/s  commits {:>6.0}/s  backlog {:>7}  ack p99 {:>7.2}ms  lag p99 {:>6.2}ms  cpu {:.2}  errors {}",
-            (now.0 - start.at).as_secs_f64(),
-            (now.1.pushed_messages - last.1.pushed_messages) / dt,
-            (now.1.acked_messages - last.1.acked_messages) / dt,
-            (now.2 .0 - last.2 .0) / dt,
-            ctx.ledger.backlog(),
-            ctx.latency.p99_ms("ack"),
-            ctx.latency.p99_ms("schedule_lag"),
-            (process_cpu_seconds(std::process::id()).unwrap_or(f64::NAN) - start.loadgen_cpu)
-                / (now.0 - start.at).as_secs_f64().max(1e-3),
-            now.1.errors
-        ));
-        last = now;
-        second += 1;
-    }
-    let end = cell::edge(target, ctx).await;
-    let (backlog1, pushed1) = (ctx.ledger.backlog(), ctx.ledger.pushed_count());
-    ctx.set_phase(Phase::Stop);
-    let histograms = ctx.latency.snapshot();
-    let p = |op: &str, q: f64| {
-        histograms
-            .get(op)
-            .filter(|h| !h.is_empty())
-            .map(|h| h.value_at_quantile(q) as f64 / 1000.0)
-            .unwrap_or(f64::NAN)
-    };
-    let secs = (end.at - start.at).as_secs_f64().max(1e-3);
-    let d = end.counters.since(&start.counters);
-    let pg = match (&start.pg, &end.pg) {
-        (Some(a), Some(b)) => Some(b.since(a)),
-        _ => None,
-    };
-    let groups = cr.scenario.consumers.group_names().len() as u32;
-    let rate = cr.scenario.producers.rate.unwrap_or(f64::NAN);
-    let backlog_growth = backlog1 as f64 - backlog0 as f64;
-    let answered = groups as f64 * (pushed1 as f64 - pushed0 as f64) - backlog_growth;
-    let batch = cr.scenario.producers.batch.max(1) as f64;
-    let producers = cr.scenario.producers.count.max(1) as f64;
-    Some(Step {
-        index: cr.round,
-        offered_rate: rate,
-        window_secs: secs,
-        consumer_groups: groups,
-        offered_messages: rate * secs,
-        pushed_messages: d.pushed_messages,
-        achieved_push_rate: d.pushed_messages / secs,
-        acked_rate: d.acked_messages / secs,
-        answered_rate: answered / secs,
-        backlog_start: backlog0 as f64,
-        backlog_end: backlog1 as f64,
-        backlog_growth,
-        push_p99_ms: p("push", 0.99),
-        push_uncorrected_p99_ms: p("push_uncorrected", 0.99),
-        ack_p50_ms: p("ack", 0.50),
-        ack_p99_ms: p("ack", 0.99),
-        e2e_p50_ms: p("e2e", 0.50),
-        e2e_p99_ms: p("e2e", 0.99),
-        commits_per_sec: pg
-            .as_ref()
-            .map(|g| g.xact_commit / secs)
-            .unwrap_or(f64::NAN),
-        write_commits_per_sec: pg.as_ref().map(|g| g.xmax / secs).unwrap_or(f64::NAN),
-        loadgen_cpu_cores: (end.loadgen_cpu - start.loadgen_cpu) / secs,
-        broker_cpu_cores: (end.broker_cpu - start.broker_cpu) / secs,
-        schedule_lag_p99_ms: p("schedule_lag", 0.99),
-        producer_interval_ms: batch * producers / rate * 1000.0,
-        errors: d.errors,
-        ..Default::default()
-    })
-}
-
-/// A judged step in one line.
-fn step_line(label: &str, s: &Step) -> String {
-    let verdict = if s.sustained {
-        "sustained".to_string()
-    } else {
-        let d: Vec<&str> = s.failed.iter().map(|f| f.detail.as_str()).collect();
-        format!("FAILED ({})", d.join("; "))
-    };
-    format!(
-        "{label}: pushed {}/s, answered {}/s per group, backlog {:+.0}, ack p99 {} ms, e2e p99 {} ms, commits {}/s, loadgen cpu {}, lag p99 {} ms: {verdict}",
-        format_number(s.achieved_push_rate),
-        format_number(s.answered_per_group()),
-        s.backlog_growth,
-        format_number(s.ack_p99_ms),
-        format_number(s.e2e_p99_ms),
-        format_number(s.charted_commits()),
-        format_number(s.loadgen_cpu_cores),
-        format_number(s.schedule_lag_p99_ms),
-    )
 }
 
 /// Writes `capacity.json` and `capacity.html` into `out_dir`.

@@ -1,39 +1,123 @@
 //! The broker's `/metrics` (Prometheus text), scraped at the window's edges.
 //!
-//! Series are keyed by their full name with labels (`queen_acks_total{path="registry"}`);
-//! deltas are taken for every series present at the end.
+//! Series are keyed by their full name with labels (`queen_acks_total{path="registry"}`). The
+//! `# TYPE` lines say which families are counters: counters (and the `_bucket`, `_sum` and
+//! `_count` series of histograms and summaries) are taken as deltas over the window; gauges,
+//! such as `queen_ack_fusion_shards` or `queen_engine_setting{name="..."}`, keep their value at
+//! the window's end. A series with no `# TYPE` line counts as a counter when its name ends in
+//! `_total` (the Prometheus naming rule), else as a gauge.
 
 use std::collections::BTreeMap;
 
+/// Values by series (name with labels): one scrape, or the deltas over a window.
 pub type Scrape = BTreeMap<String, f64>;
 
-/// Parses the Prometheus text exposition (comments and malformed lines are skipped).
-pub fn parse(text: &str) -> Scrape {
-    text.lines()
-        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
-        .filter_map(|l| {
-            let (series, value) = l.trim().rsplit_once(' ')?;
-            Some((series.trim().to_string(), value.parse::<f64>().ok()?))
-        })
-        .collect()
+/// What a `# TYPE` line says a metric family is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Counter,
+    Gauge,
+    Histogram,
+    Summary,
+    /// Declared `untyped`, or not declared at all.
+    Untyped,
 }
 
-/// `end - start` for every series of `end` (gauges keep their end value).
-pub fn delta(start: &Scrape, end: &Scrape) -> Scrape {
-    end.iter()
+impl Kind {
+    fn from_type_line(word: &str) -> Kind {
+        match word {
+            "counter" => Kind::Counter,
+            "gauge" => Kind::Gauge,
+            "histogram" => Kind::Histogram,
+            "summary" => Kind::Summary,
+            _ => Kind::Untyped,
+        }
+    }
+}
+
+/// One parsed scrape: every series' value and every declared family's kind.
+#[derive(Clone, Debug, Default)]
+pub struct Exposition {
+    pub series: Scrape,
+    pub kinds: BTreeMap<String, Kind>,
+}
+
+/// Suffixes a series adds to its family's name (histograms and summaries; OpenMetrics counters
+/// declared without `_total`).
+const FAMILY_SUFFIXES: [&str; 4] = ["_bucket", "_sum", "_count", "_total"];
+
+impl Exposition {
+    /// The declared family a metric name belongs to, and its kind.
+    fn family<'a>(&self, name: &'a str) -> Option<(&'a str, Kind)> {
+        let declared = |family: &'a str| Some((family, *self.kinds.get(family)?));
+        declared(name).or_else(|| {
+            FAMILY_SUFFIXES
+                .iter()
+                .find_map(|suffix| declared(name.strip_suffix(suffix)?))
+        })
+    }
+
+    /// The kind of the family `series` belongs to.
+    pub fn kind_of(&self, series: &str) -> Kind {
+        self.family(metric_name(series))
+            .map_or(Kind::Untyped, |(_, kind)| kind)
+    }
+
+    /// True when `series` only ever grows, so the window's figure is its delta.
+    pub fn is_cumulative(&self, series: &str) -> bool {
+        let name = metric_name(series);
+        match self.family(name) {
+            Some((_, Kind::Counter)) => true,
+            // `_bucket`, `_sum` and `_count` grow; a summary's bare quantile series does not.
+            Some((family, Kind::Histogram | Kind::Summary)) => family != name,
+            Some((_, Kind::Gauge)) => false,
+            Some((_, Kind::Untyped)) | None => name.ends_with("_total"),
+        }
+    }
+}
+
+/// The metric name of a series: what comes before its labels.
+fn metric_name(series: &str) -> &str {
+    series.split('{').next().unwrap_or(series).trim()
+}
+
+/// Parses the Prometheus text exposition: `# TYPE` lines and samples (other comments and
+/// malformed lines are skipped).
+pub fn parse(text: &str) -> Exposition {
+    let mut e = Exposition::default();
+    for line in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        if let Some(declaration) = line.strip_prefix("# TYPE ") {
+            if let Some((family, kind)) = declaration.trim().split_once(' ') {
+                e.kinds
+                    .insert(family.to_string(), Kind::from_type_line(kind.trim()));
+            }
+        } else if !line.starts_with('#') {
+            if let Some((series, value)) = sample(line) {
+                e.series.insert(series, value);
+            }
+        }
+    }
+    e
+}
+
+/// A sample line's series and value.
+fn sample(line: &str) -> Option<(String, f64)> {
+    let (series, value) = line.rsplit_once(' ')?;
+    Some((series.trim().to_string(), value.parse::<f64>().ok()?))
+}
+
+/// The window's figures for every series of `end`: counters as `end - start` (a counter new
+/// at the end counts from 0), gauges as their value at `end`.
+pub fn delta(start: &Exposition, end: &Exposition) -> Scrape {
+    end.series
+        .iter()
         .map(|(k, v)| {
-            let is_gauge = k.contains("_enabled")
-                || k.starts_with("queen_engine_setting")
-                || k.contains("_entries")
-                || k.contains("_bytes") && !k.contains("_total");
-            (
-                k.clone(),
-                if is_gauge {
-                    *v
-                } else {
-                    v - start.get(k).copied().unwrap_or(0.0)
-                },
-            )
+            let figure = if end.is_cumulative(k) {
+                v - start.series.get(k).copied().unwrap_or(0.0)
+            } else {
+                *v
+            };
+            (k.clone(), figure)
         })
         .collect()
 }
@@ -100,7 +184,7 @@ mod tests {
     fn parses_and_derives() {
         let (a, b) = (parse(A), parse(B));
         assert_eq!(
-            a["queen_requests_total{route=\"push\",status=\"201\"}"],
+            a.series["queen_requests_total{route=\"push\",status=\"201\"}"],
             3.0
         );
         let d = delta(&a, &b);
@@ -117,6 +201,67 @@ mod tests {
         assert!(fusion_rows_per_commit(&Scrape::new()).is_nan());
         assert_eq!(requests_served(&d), Some(7.0));
         assert_eq!(requests_served(&Scrape::new()), None);
-        assert_eq!(accelerators(&b), (Some(true), None));
+        assert_eq!(accelerators(&b.series), (Some(true), None));
+    }
+
+    /// Two scrapes of the workspace's broker (started with `QUEEN_ACK_FUSION_SHARDS=2`), taken
+    /// before and after a few pushes, pops and acks.
+    const REAL_START: &str = include_str!("testdata/scrape_window_start.txt");
+    const REAL_END: &str = include_str!("testdata/scrape_window_end.txt");
+
+    #[test]
+    fn a_real_scrape_takes_counters_as_deltas_and_gauges_as_values() {
+        let (start, end) = (parse(REAL_START), parse(REAL_END));
+        assert_eq!(end.kind_of("queen_ack_fusion_shards"), Kind::Gauge);
+        assert_eq!(
+            end.kind_of("queen_engine_setting{name=\"DB_POOL_SIZE\"}"),
+            Kind::Gauge
+        );
+        assert_eq!(
+            end.kind_of("queen_acks_total{path=\"fusion\"}"),
+            Kind::Counter
+        );
+        let d = delta(&start, &end);
+        assert_eq!(
+            d["queen_ack_fusion_shards"], 2.0,
+            "a gauge is not subtracted"
+        );
+        assert_eq!(d["queen_ack_fusion_rows_per_commit"], 1.0);
+        assert_eq!(
+            d["queen_engine_setting{name=\"QUEEN_ACK_FUSION_SHARDS\"}"],
+            2.0
+        );
+        assert_eq!(d["queen_engine_setting{name=\"DB_POOL_SIZE\"}"], 8.0);
+        assert_eq!(d["queen_segment_cache_segments"], 4.0);
+        assert_eq!(d["queen_ack_fusion_flushes_total"], 2.0, "a counter is");
+        assert_eq!(d["queen_ack_fusion_rows_total"], 2.0);
+        assert_eq!(d["queen_messages_pushed_total"], 6.0);
+        assert_eq!(d["queen_acks_total{path=\"fusion\"}"], 6.0);
+        assert_eq!(
+            d["queen_requests_total{route=\"pop_partition\",status=\"200\"}"], 2.0,
+            "a counter new at the end counts from zero"
+        );
+        assert_eq!(fusion_rows_per_commit(&d), 1.0);
+    }
+
+    #[test]
+    fn histogram_and_summary_series_follow_their_family() {
+        let text = "# TYPE lat histogram\nlat_bucket{le=\"1\"} 5\nlat_sum 9\nlat_count 5\n\
+                    # TYPE rtt summary\nrtt{quantile=\"0.99\"} 7\nrtt_count 3\n\
+                    # TYPE hits counter\nhits_total 4\nloose_total 2\nloose_level 3\n";
+        let e = parse(text);
+        let cumulative = |s: &str| e.is_cumulative(s);
+        assert!(
+            cumulative("lat_bucket{le=\"1\"}") && cumulative("lat_sum") && cumulative("lat_count")
+        );
+        assert!(cumulative("rtt_count") && !cumulative("rtt{quantile=\"0.99\"}"));
+        assert!(
+            cumulative("hits_total"),
+            "an OpenMetrics counter family names its series _total"
+        );
+        assert!(
+            cumulative("loose_total") && !cumulative("loose_level"),
+            "undeclared: by name"
+        );
     }
 }

@@ -157,7 +157,8 @@ mod tests {
              queen_ack_fusion_flushes_total 50\nqueen_ack_fusion_rows_total 400\n\
              queen_requests_total{route=\"push\",status=\"201\"} 300\n\
              queen_requests_total{route=\"pop\",status=\"200\"} 1700\n",
-        );
+        )
+        .series;
         let mut h = new_histogram();
         for ms in 1..=100u64 {
             h.record(ms * 1000).unwrap();

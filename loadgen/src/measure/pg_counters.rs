@@ -167,8 +167,25 @@ pub fn procedure_of(query: &str) -> String {
     }
 }
 
-/// The lag-free counters sampled every second: (writing transactions, ack procedure calls).
-pub async fn live_sample(client: &Client, database: &str) -> Result<(f64, f64), String> {
+/// The lag-free counters sampled every second, as running totals.
+#[derive(Clone, Copy, Debug)]
+pub struct LiveCounters {
+    /// Writing transactions so far (`pg_snapshot_xmax` of the current snapshot).
+    pub write_commits: f64,
+    /// Top-level calls of the ack procedures so far (`pg_stat_statements`).
+    pub ack_calls: f64,
+}
+
+impl LiveCounters {
+    /// The reading when there is no database to ask.
+    pub const UNKNOWN: LiveCounters = LiveCounters {
+        write_commits: f64::NAN,
+        ack_calls: f64::NAN,
+    };
+}
+
+/// Reads the lag-free counters of `database`.
+pub async fn live_sample(client: &Client, database: &str) -> Result<LiveCounters, String> {
     let row = client
         .query_one(
             "SELECT pg_snapshot_xmax(pg_current_snapshot())::text::float8, \
@@ -179,7 +196,10 @@ pub async fn live_sample(client: &Client, database: &str) -> Result<(f64, f64), 
         )
         .await
         .map_err(pg)?;
-    Ok((row.get(0), row.get(1)))
+    Ok(LiveCounters {
+        write_commits: row.get(0),
+        ack_calls: row.get(1),
+    })
 }
 
 fn ack_procedures_pattern() -> String {

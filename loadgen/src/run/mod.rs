@@ -4,7 +4,6 @@
 
 pub mod cell;
 
-use std::path::PathBuf;
 use std::time::SystemTime;
 
 use tokio::sync::watch;
@@ -14,21 +13,10 @@ use ackbench_reports::results::{
 };
 use ackbench_reports::stats::{decode_histogram, encode_histogram};
 
+use crate::lifecycle::target::Env;
+use crate::lifecycle::CellRound;
 use crate::progress::Progress;
 use crate::scenario::{Cell, Scenario};
-use crate::target::postgres::Postgres;
-use cell::CellRound;
-
-/// Everything a run needs besides the scenario.
-pub struct Env {
-    pub out_dir: PathBuf,
-    /// The PostgreSQL measured (absent only for `--broker-url` without `--database-url`).
-    pub postgres: Option<Postgres>,
-    pub external_database: bool,
-    pub broker_url: Option<String>,
-    pub broker_bin: Option<PathBuf>,
-    pub keep_databases: bool,
-}
 
 /// The cells of a run with their names: the scenario's cells, or in A/A mode one cell twice
 /// (the twin named `<cell> (A/A)`), so the ratio between twins shows a gate's own noise.

@@ -2,8 +2,7 @@
 //! the early stop, the ladder, `capacity.json` round trips, the report on a synthetic result,
 //! and one short real run through the binary (throwaway PostgreSQL, the workspace's broker).
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 
 use ackbench::capacity::model::{
     CapacityCell, CapacityResults, Condition, Criteria, Plan, Step, CAPACITY_KIND,
@@ -16,6 +15,8 @@ use ackbench_reports::capacity::{
 use ackbench_reports::html::esc;
 use ackbench_reports::model::ChartBody;
 use ackbench_reports::results::RunMeta;
+
+use crate::common::{ackbench, one_real_run_at_a_time, temp_dir, Outcome};
 
 /// A step that holds every condition at `rate` with one consumer group.
 fn good(rate: f64) -> Step {
@@ -430,13 +431,6 @@ fn the_report_has_every_chart_the_knees_and_a_sentence_per_cell() {
 // ---------------------------------------------------------------------------------------------
 // Through the binary
 
-fn temp_dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("ackbench-capacity-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
 /// Small and light: two producers of single messages, four consumers. The gate names a cell
 /// the run leaves out, which capacity must not mind (it judges no gates).
 const SCENARIO: &str = r#"
@@ -468,35 +462,23 @@ denominator = "none"
 max = 0.9
 "#;
 
-fn ackbench(dir: &Path, args: &[&str]) -> (i32, String, String) {
-    let file = dir.join("scenario.toml");
-    std::fs::write(&file, SCENARIO).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_ackbench"))
-        .arg("capacity")
-        .arg(&file)
-        .args(args)
-        .output()
-        .expect("run ackbench");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+fn capacity(dir: &Path, args: &[&str]) -> Outcome {
+    ackbench(dir, "capacity", SCENARIO, args)
 }
 
 #[test]
 fn bad_flags_are_refused_before_anything_starts() {
-    let dir = temp_dir("flags");
-    let (code, _, stderr) = ackbench(&dir, &["--step", "1", "--out", "/nonexistent/x"]);
+    let dir = temp_dir("capacity", "flags");
+    let Outcome { code, stderr, .. } = capacity(&dir, &["--step", "1", "--out", "/nonexistent/x"]);
     assert_eq!(code, 2);
     assert!(
         stderr.contains("--step must be a factor above 1"),
         "{stderr}"
     );
-    let (code, _, stderr) = ackbench(&dir, &["--slo-p99-ms", "0"]);
+    let Outcome { code, stderr, .. } = capacity(&dir, &["--slo-p99-ms", "0"]);
     assert_eq!(code, 2);
     assert!(stderr.contains("--slo-p99-ms"), "{stderr}");
-    let (code, _, stderr) = ackbench(&dir, &["--cells", "bogus"]);
+    let Outcome { code, stderr, .. } = capacity(&dir, &["--cells", "bogus"]);
     assert_eq!(code, 2);
     assert!(stderr.contains("--cells"), "{stderr}");
     let _ = std::fs::remove_dir_all(&dir);
@@ -504,10 +486,15 @@ fn bad_flags_are_refused_before_anything_starts() {
 
 #[test]
 fn a_short_real_run_writes_capacity_json_and_the_report() {
-    let dir = temp_dir("run");
+    let _real_run = one_real_run_at_a_time();
+    let dir = temp_dir("capacity", "run");
     let out_dir = dir.join("out");
     let started = std::time::Instant::now();
-    let (code, stdout, stderr) = ackbench(
+    let Outcome {
+        code,
+        stdout,
+        stderr,
+    } = capacity(
         &dir,
         &[
             "--out",

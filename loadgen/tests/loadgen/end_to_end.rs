@@ -2,10 +2,15 @@
 //! workspace's broker per cell, and its gates must hold on a working build and fail on a broken
 //! accelerator (fusion forced to one row per flush), so a gate that cannot fail is caught.
 
+use std::ffi::OsStr;
 use std::path::Path;
-use std::process::Command;
 
-use ackbench_reports::results::Results;
+use ackbench_reports::results::{GateVerdict, Results};
+
+use crate::common::{ackbench, one_real_run_at_a_time, temp_dir, Outcome};
+
+/// The name of the scenario's ratio gate.
+const GATE: &str = "fusion cuts ack commits";
 
 /// A small, closed-loop backlog drain: many consumers acking single messages at once, which is
 /// what fusion coalesces.
@@ -47,42 +52,46 @@ max = 0.7
     )
 }
 
+/// Runs the scenario `text` in `dir`; returns the exit code, stdout and the results written.
 fn run(dir: &Path, text: &str) -> (i32, String, Results) {
-    let file = dir.join("scenario.toml");
-    std::fs::write(&file, text).unwrap();
     let out_dir = dir.join("out");
-    let out = Command::new(env!("CARGO_BIN_EXE_ackbench"))
-        .arg("run")
-        .arg(&file)
-        .arg("--out")
-        .arg(&out_dir)
-        .output()
-        .expect("run ackbench");
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let Outcome {
+        code,
+        stdout,
+        stderr,
+    } = ackbench(
+        dir,
+        "run",
+        text,
+        &[OsStr::new("--out"), out_dir.as_os_str()],
+    );
     let text = std::fs::read_to_string(out_dir.join("results.json"))
         .unwrap_or_else(|e| panic!("no results.json ({e}); stderr:\n{stderr}"));
     assert!(
         out_dir.join("report.html").is_file(),
         "report.html is written beside results.json"
     );
-    (
-        out.status.code().unwrap_or(-1),
-        stdout,
-        Results::from_json(&text).unwrap(),
-    )
+    (code, stdout, Results::from_json(&text).unwrap())
 }
 
-fn temp_dir(name: &str) -> std::path::PathBuf {
-    let d = std::env::temp_dir().join(format!("ackbench-e2e-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+/// The verdict of the scenario's one ratio gate: it must have been judged.
+fn fusion_gate(results: &Results) -> &GateVerdict {
+    results
+        .gates
+        .iter()
+        .find(|g| g.gate == GATE)
+        .unwrap_or_else(|| {
+            panic!(
+                "gate `{GATE}` was not evaluated; verdicts: {:?}",
+                results.gates
+            )
+        })
 }
 
 #[test]
 fn a_working_build_holds_its_gates_and_loses_nothing() {
-    let dir = temp_dir("ok");
+    let _real_run = one_real_run_at_a_time();
+    let dir = temp_dir("e2e", "ok");
     let (code, stdout, results) = run(&dir, &scenario(""));
     assert_eq!(code, 0, "{stdout}");
     for c in &results.cells {
@@ -98,25 +107,45 @@ fn a_working_build_holds_its_gates_and_loses_nothing() {
         );
     }
     let fused = results.cell("registry+fusion").unwrap();
+    for round in &fused.rounds {
+        // Gauges from the broker's /metrics keep their value; a counter's delta would be 0.
+        let metric = |series: &str| round.broker_metrics.get(series).copied();
+        assert_eq!(
+            metric("queen_ack_fusion_shards"),
+            Some(1.0),
+            "{:?}",
+            round.broker_metrics
+        );
+        assert_eq!(
+            metric("queen_engine_setting{name=\"QUEEN_ACK_FUSION_SHARDS\"}"),
+            Some(1.0)
+        );
+        assert!(metric("queen_ack_fusion_rows_per_commit").unwrap() > 1.0);
+        assert!(metric("queen_ack_fusion_flushes_total").unwrap() > 0.0);
+    }
     assert!(fused.summary.figures.registry_hit_rate.median > 0.9);
     assert!(fused.summary.figures.fusion_rows_per_commit.median > 1.0);
-    assert!(results.gates.iter().all(|g| g.passed), "{stdout}");
+    let gate = fusion_gate(&results);
+    assert!(gate.passed, "{gate:?}\n{stdout}");
+    assert!(gate.measured.max <= 0.7, "{gate:?}");
+    assert!(
+        results.gates.iter().all(|g| g.passed),
+        "every verdict holds (the ratio gate and the audits): {:?}",
+        results.gates
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn a_broken_fusion_fails_the_gate() {
-    let dir = temp_dir("broken");
+    let _real_run = one_real_run_at_a_time();
+    let dir = temp_dir("e2e", "broken");
     let (code, stdout, results) = run(&dir, &scenario("QUEEN_TEST_ACK_FUSION_MAX_ROWS = 1"));
     assert_eq!(
         code, 1,
         "the gate must fail when fusion commits one row per flush:\n{stdout}"
     );
-    let gate = results
-        .gates
-        .iter()
-        .find(|g| g.gate == "fusion cuts ack commits")
-        .unwrap();
+    let gate = fusion_gate(&results);
     assert!(!gate.passed);
     assert!(gate.measured.max > 0.7);
     let fused = results.cell("registry+fusion").unwrap();

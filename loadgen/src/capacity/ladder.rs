@@ -1,0 +1,180 @@
+//! One cell's ladder: a fresh target (database and broker), then steps at rising offered rates,
+//! each judged as it ends, until the knee, `--max`, an interruption or an error.
+
+use tokio::sync::watch;
+
+use ackbench_reports::capacity::amount;
+use ackbench_reports::model::format_number;
+
+use super::model::{CapacityCell, Criteria, Plan, Step};
+use super::{step, verdict};
+use crate::lifecycle::target::{Env, Target};
+use crate::lifecycle::CellRound;
+use crate::progress::Progress;
+use crate::scenario::{Cell, LoopMode, Scenario};
+
+/// What every cell's ladder shares: the scenario, where it runs, the plan and how steps are
+/// judged.
+pub(super) struct Search<'a> {
+    pub scenario: &'a Scenario,
+    pub env: &'a Env,
+    pub plan: &'a Plan,
+    pub criteria: &'a Criteria,
+    pub seed: u64,
+    pub cancel: &'a watch::Receiver<bool>,
+}
+
+/// A measured cell and whether it was interrupted, or the error that stopped it (with the
+/// cell as far as it got, when its target had started).
+pub(super) type CellOutcome = Result<(CapacityCell, bool), (Option<CapacityCell>, String)>;
+
+/// Why a ladder stopped climbing.
+enum LadderEnd {
+    ReachedMax,
+    PastKnee,
+    Interrupted,
+    Failed(String),
+}
+
+impl Search<'_> {
+    /// One cell: a fresh database and broker, then its steps.
+    pub(super) async fn cell(&self, c: Cell, progress: &mut Progress) -> CellOutcome {
+        let label = format!("[{}] {}", self.scenario.name, c.name());
+        progress.say(&format!(
+            "{label}: fresh database and broker; {} step(s) planned",
+            self.plan.rates.len()
+        ));
+        let tag = format!("capacity_{}", c.name().replace('+', "_"));
+        let target = Target::start(self.env, &self.round(self.scenario, c, 0), &tag)
+            .await
+            .map_err(|e| (None, e))?;
+        let (steps, end) = self.climb(c, &target, &label, progress).await;
+        if let Some(note) = target.release(self.env).await {
+            progress.say(&format!("{label}: {note}"));
+        }
+        let cell = self.cell_results(c, steps, &end);
+        match end {
+            LadderEnd::Failed(e) => Err((Some(cell), e)),
+            LadderEnd::Interrupted => Ok((cell, true)),
+            LadderEnd::ReachedMax | LadderEnd::PastKnee => Ok((cell, false)),
+        }
+    }
+
+    /// Steps up the plan's rates on `target` until the ladder ends.
+    async fn climb(
+        &self,
+        c: Cell,
+        target: &Target,
+        label: &str,
+        progress: &mut Progress,
+    ) -> (Vec<Step>, LadderEnd) {
+        let mut steps: Vec<Step> = Vec::new();
+        for (i, &rate) in self.plan.rates.iter().enumerate() {
+            if *self.cancel.borrow() {
+                return (steps, LadderEnd::Interrupted);
+            }
+            let scenario = at_rate(self.scenario, rate);
+            let cr = self.round(&scenario, c, i as u32 + 1);
+            let step_label = format!(
+                "{label} step {}/{} @ {} msg/s",
+                i + 1,
+                self.plan.rates.len(),
+                amount(rate)
+            );
+            let measured =
+                step::measure(&cr, target, self.plan, &step_label, self.cancel, progress);
+            match measured.await {
+                Ok(Some(step)) => steps.push(self.judge(step, &step_label, progress)),
+                Ok(None) => return (steps, LadderEnd::Interrupted),
+                Err(e) => return (steps, LadderEnd::Failed(e)),
+            }
+            if verdict::past_knee(&steps, self.criteria) {
+                return (steps, LadderEnd::PastKnee);
+            }
+        }
+        (steps, LadderEnd::ReachedMax)
+    }
+
+    /// Step `step` (0 for the cell's target itself) of cell `c`, with its own seed.
+    fn round<'s>(&self, scenario: &'s Scenario, c: Cell, step: u32) -> CellRound<'s> {
+        CellRound {
+            scenario,
+            cell: c,
+            name: c.name().to_string(),
+            round: step,
+            rounds: self.plan.rates.len() as u32,
+            seed: match step {
+                0 => self.seed,
+                n => self.seed.wrapping_add(n as u64 * 7919),
+            },
+        }
+    }
+
+    /// Applies the verdict and reports it (with any warning about the load generator itself).
+    fn judge(&self, mut step: Step, label: &str, progress: &mut Progress) -> Step {
+        verdict::apply(&mut step, self.criteria);
+        progress.say(&step_line(label, &step));
+        for w in &step.loadgen_warnings {
+            progress.say(&format!("ackbench: WARNING: {label}: {w}"));
+        }
+        step
+    }
+
+    fn cell_results(&self, c: Cell, steps: Vec<Step>, end: &LadderEnd) -> CapacityCell {
+        let (sustained_rate, knee_rate) = verdict::select(&steps);
+        CapacityCell {
+            name: c.name().to_string(),
+            registry: c.registry(),
+            fusion: c.fusion(),
+            steps,
+            sustained_rate,
+            knee_rate,
+            stopped: self.stopped_words(end),
+        }
+    }
+
+    /// Why the cell stopped, as `capacity.json` records it.
+    fn stopped_words(&self, end: &LadderEnd) -> String {
+        match end {
+            LadderEnd::ReachedMax => format!(
+                "reached --max {} msg/s without two failing steps in a row",
+                amount(self.plan.max_rate)
+            ),
+            LadderEnd::PastKnee => format!(
+                "{} failing steps in a row: past the knee",
+                self.criteria.stop_after_failures.max(1)
+            ),
+            LadderEnd::Interrupted => "interrupted".into(),
+            LadderEnd::Failed(e) => format!("error: {e}"),
+        }
+    }
+}
+
+/// The scenario with its producers open loop at `rate`.
+fn at_rate(scenario: &Scenario, rate: f64) -> Scenario {
+    let mut s = scenario.clone();
+    s.producers.mode = LoopMode::Open;
+    s.producers.rate = Some(rate);
+    s
+}
+
+/// A judged step in one line.
+fn step_line(label: &str, s: &Step) -> String {
+    let verdict = if s.sustained {
+        "sustained".to_string()
+    } else {
+        let d: Vec<&str> = s.failed.iter().map(|f| f.detail.as_str()).collect();
+        format!("FAILED ({})", d.join("; "))
+    };
+    format!(
+        "{label}: pushed {}/s, answered {}/s per group, backlog {:+.0}, ack p99 {} ms, e2e p99 {} ms, commits {}/s, loadgen cpu {}, lag p99 {} ms: {verdict}",
+        format_number(s.achieved_push_rate),
+        format_number(s.answered_per_group()),
+        s.backlog_growth,
+        format_number(s.ack_p99_ms),
+        format_number(s.e2e_p99_ms),
+        format_number(s.charted_commits()),
+        format_number(s.loadgen_cpu_cores),
+        format_number(s.schedule_lag_p99_ms),
+    )
+}

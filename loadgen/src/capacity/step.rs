@@ -1,0 +1,135 @@
+//! One capacity step: a workload on a fresh queue at the step's offered rate, its warm-up and
+//! measured window (through the shared cell lifecycle), and the step's figures from the window's
+//! edges. The step is neither drained nor audited.
+
+use tokio::sync::watch;
+
+use crate::lifecycle::phases::Workload;
+use crate::lifecycle::target::Target;
+use crate::lifecycle::window::{self, Edge, Tick, Window};
+use crate::lifecycle::CellRound;
+use crate::progress::Progress;
+use crate::target::broker::process_cpu_seconds;
+use crate::workload::CellContext;
+
+use super::model::{Plan, Step};
+
+/// One step on a fresh queue: prefill, workers, warm-up, the window, workers stopped.
+/// `Ok(None)` when interrupted.
+pub(super) async fn measure(
+    cr: &CellRound<'_>,
+    target: &Target,
+    plan: &Plan,
+    label: &str,
+    cancel: &watch::Receiver<bool>,
+    progress: &mut Progress,
+) -> Result<Option<Step>, String> {
+    let mut workload = Workload::start(cr, &target.client, progress).await?;
+    let ctx = workload.ctx.clone();
+    let window = if workload
+        .warm_up(label, plan.warmup_secs, cancel, progress)
+        .await
+    {
+        None
+    } else {
+        Some(
+            window::sample(target, &ctx, plan.step_secs, cancel, |start, last, now| {
+                progress.update(&progress_line(
+                    label,
+                    plan.step_secs,
+                    start,
+                    last,
+                    now,
+                    &ctx,
+                ));
+            })
+            .await,
+        )
+    };
+    // Stopping ends latency recording, so the histograms read below cover the window alone.
+    workload.stop().await;
+    progress.finish();
+    Ok(window
+        .filter(|w| !w.interrupted)
+        .map(|w| figures(cr, &w, &ctx)))
+}
+
+/// The live line of a step's window: rates since the last tick, backlog, tail latencies and
+/// the load generator's CPU since the window began.
+fn progress_line(
+    label: &str,
+    duration: f64,
+    start: &Edge,
+    last: &Tick,
+    now: &Tick,
+    ctx: &CellContext,
+) -> String {
+    let dt = now.secs_since(last);
+    let elapsed = (now.at - start.at).as_secs_f64();
+    let cpu = process_cpu_seconds(std::process::id()).unwrap_or(f64::NAN) - start.loadgen_cpu;
+    format!(
+        "{label} measure {elapsed:>3.0}/{duration:.0}s  push {:>7.0}/s  ack {:>7.0}/s  commits {:>6.0}/s  backlog {:>7}  ack p99 {:>7.2}ms  lag p99 {:>6.2}ms  cpu {:.2}  errors {}",
+        (now.counters.pushed_messages - last.counters.pushed_messages) / dt,
+        (now.counters.acked_messages - last.counters.acked_messages) / dt,
+        (now.live.write_commits - last.live.write_commits) / dt,
+        ctx.ledger.backlog(),
+        ctx.latency.p99_ms("ack"),
+        ctx.latency.p99_ms("schedule_lag"),
+        cpu / elapsed.max(1e-3),
+        now.counters.errors
+    )
+}
+
+/// The step's figures (not yet judged) from the window's edges and the latency histograms.
+fn figures(cr: &CellRound<'_>, w: &Window, ctx: &CellContext) -> Step {
+    let histograms = ctx.latency.snapshot();
+    let p = |op: &str, q: f64| {
+        histograms
+            .get(op)
+            .filter(|h| !h.is_empty())
+            .map(|h| h.value_at_quantile(q) as f64 / 1000.0)
+            .unwrap_or(f64::NAN)
+    };
+    let (start, end) = (&w.start, &w.end);
+    let secs = w.secs().max(1e-3);
+    let d = end.counters.since(&start.counters);
+    let pg = w.pg_delta();
+    let producers = &cr.scenario.producers;
+    let groups = cr.scenario.consumers.group_names().len() as u32;
+    let rate = producers.rate.unwrap_or(f64::NAN);
+    let backlog_growth = end.backlog as f64 - start.backlog as f64;
+    let answered = groups as f64 * (end.pushed as f64 - start.pushed as f64) - backlog_growth;
+    let batch = producers.batch.max(1) as f64;
+    let producer_count = producers.count.max(1) as f64;
+    Step {
+        index: cr.round,
+        offered_rate: rate,
+        window_secs: secs,
+        consumer_groups: groups,
+        offered_messages: rate * secs,
+        pushed_messages: d.pushed_messages,
+        achieved_push_rate: d.pushed_messages / secs,
+        acked_rate: d.acked_messages / secs,
+        answered_rate: answered / secs,
+        backlog_start: start.backlog as f64,
+        backlog_end: end.backlog as f64,
+        backlog_growth,
+        push_p99_ms: p("push", 0.99),
+        push_uncorrected_p99_ms: p("push_uncorrected", 0.99),
+        ack_p50_ms: p("ack", 0.50),
+        ack_p99_ms: p("ack", 0.99),
+        e2e_p50_ms: p("e2e", 0.50),
+        e2e_p99_ms: p("e2e", 0.99),
+        commits_per_sec: pg
+            .as_ref()
+            .map(|g| g.xact_commit / secs)
+            .unwrap_or(f64::NAN),
+        write_commits_per_sec: pg.as_ref().map(|g| g.xmax / secs).unwrap_or(f64::NAN),
+        loadgen_cpu_cores: (end.loadgen_cpu - start.loadgen_cpu) / secs,
+        broker_cpu_cores: (end.broker_cpu - start.broker_cpu) / secs,
+        schedule_lag_p99_ms: p("schedule_lag", 0.99),
+        producer_interval_ms: batch * producer_count / rate * 1000.0,
+        errors: d.errors,
+        ..Default::default()
+    }
+}

@@ -1,0 +1,77 @@
+//! One cell's life, shared by `run` and `capacity`: the target it runs against (`target`: a
+//! fresh database and a broker with the cell's toggles, released afterwards), the phases of its
+//! workload (`phases`: queue set-up, prefill, workers, warm-up, drain, audit) and the measured
+//! window (`window`: edge snapshots and a per-second sampler).
+//!
+//! `run` drives a cell round through every phase; `capacity` reuses one target for a ladder of
+//! steps, each a workload with a warm-up and a window but no drain or audit.
+
+pub mod phases;
+pub mod target;
+pub mod window;
+mod workers;
+
+use crate::scenario::{Cell, Scenario};
+
+/// Identifies one cell round (or one capacity step) in names and output.
+pub struct CellRound<'a> {
+    pub scenario: &'a Scenario,
+    pub cell: Cell,
+    /// The cell's name in results (the cell's own name, or its A/A twin's).
+    pub name: String,
+    /// The round (or the capacity step), from 1.
+    pub round: u32,
+    /// How many rounds (or steps) there are.
+    pub rounds: u32,
+    pub seed: u64,
+}
+
+impl CellRound<'_> {
+    /// A name safe in database names, file names and message tags: `<cell slug>_r<round>`.
+    pub fn tag(&self) -> String {
+        let slug: String = self
+            .name
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+            .collect();
+        format!("{slug}_r{}", self.round)
+    }
+
+    /// The prefix of progress lines: `[scenario] cell rN/M`.
+    pub fn label(&self) -> String {
+        format!(
+            "[{}] {} r{}/{}",
+            self.scenario.name, self.name, self.round, self.rounds
+        )
+    }
+
+    /// The queue this round runs on (fresh per round).
+    pub fn queue(&self) -> String {
+        format!("{}-{}", self.scenario.queue.name, self.tag())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_round_names_its_queue_database_tag_and_progress_label() {
+        let scenario = Scenario::parse(
+            "name = \"demo\"\n[queue]\nname = \"q\"\n[producers]\ncount = 1\n",
+            "demo.toml",
+        )
+        .unwrap();
+        let cr = CellRound {
+            scenario: &scenario,
+            cell: Cell::RegistryFusion,
+            name: "registry+fusion (A/A)".into(),
+            round: 2,
+            rounds: 3,
+            seed: 1,
+        };
+        assert_eq!(cr.tag(), "registry_fusion__A_A__r2");
+        assert_eq!(cr.queue(), "q-registry_fusion__A_A__r2");
+        assert_eq!(cr.label(), "[demo] registry+fusion (A/A) r2/3");
+    }
+}

@@ -1,0 +1,168 @@
+//! A running workload and its phases: set-up (queue options, prefill, workers), warm-up, drain,
+//! stop, and the audit that reconciles the client's ledger with the broker's DLQ.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use ackbench_reports::results::Audit;
+use ackbench_wire::txn_hash;
+
+use super::workers::{prefill, spawn_workers, stop_workers};
+use super::CellRound;
+use crate::client::BrokerClient;
+use crate::progress::Progress;
+use crate::scenario::Scenario;
+use crate::workload::ledger::TxnSet;
+use crate::workload::{CellContext, Phase};
+
+/// One queue with its producers and consumers running.
+pub struct Workload {
+    pub queue: String,
+    /// The consumer groups (`None` for queue mode), in the ledger's order.
+    pub groups: Vec<Option<String>>,
+    pub ctx: Arc<CellContext>,
+    workers: Vec<JoinHandle<()>>,
+}
+
+impl Workload {
+    /// Configures a fresh queue, pushes the prefill and starts the workers (in warm-up).
+    pub async fn start(
+        cr: &CellRound<'_>,
+        client: &BrokerClient,
+        progress: &mut Progress,
+    ) -> Result<Workload, String> {
+        let queue = cr.queue();
+        configure_queue(cr.scenario, client, &queue).await?;
+        let groups = cr.scenario.consumers.group_names();
+        let ctx = Arc::new(CellContext::new(client.clone(), groups.len()));
+        prefill(cr, &queue, &ctx, progress).await?;
+        let workers = spawn_workers(cr, &queue, &ctx);
+        Ok(Workload {
+            queue,
+            groups,
+            ctx,
+            workers,
+        })
+    }
+
+    /// A warm-up of `secs` with a progress line each second (nothing is recorded); true when
+    /// interrupted.
+    pub async fn warm_up(
+        &self,
+        label: &str,
+        secs: f64,
+        cancel: &watch::Receiver<bool>,
+        progress: &mut Progress,
+    ) -> bool {
+        let ctx = &self.ctx;
+        let started = tokio::time::Instant::now();
+        let total = Duration::from_secs_f64(secs);
+        let mut last = ctx.counters.values();
+        while started.elapsed() < total {
+            let step = Duration::from_secs(1).min(total - started.elapsed());
+            tokio::time::sleep(step).await;
+            if *cancel.borrow() {
+                return true;
+            }
+            let now = ctx.counters.values();
+            let dt = step.as_secs_f64().max(1e-3);
+            progress.update(&format!(
+                "{label} warm-up {:>3.0}/{secs:.0}s  push {:>7.0}/s  ack {:>7.0}/s  backlog {:>7}  errors {}",
+                started.elapsed().as_secs_f64(),
+                (now.pushed_messages - last.pushed_messages) / dt,
+                (now.acked_messages - last.acked_messages) / dt,
+                ctx.ledger.backlog(),
+                now.errors
+            ));
+            last = now;
+        }
+        *cancel.borrow()
+    }
+
+    /// Stops the producers and lets the consumers finish the backlog; true when every
+    /// obligation was resolved within `limit_secs`.
+    pub async fn drain(
+        &self,
+        label: &str,
+        limit_secs: f64,
+        cancel: &watch::Receiver<bool>,
+        progress: &mut Progress,
+    ) -> bool {
+        self.ctx.set_phase(Phase::Drain);
+        let limit = Duration::from_secs_f64(limit_secs);
+        let started = Instant::now();
+        loop {
+            let backlog = self.ctx.ledger.backlog();
+            progress.update(&format!(
+                "{label} drain {:.0}s  backlog {backlog}",
+                started.elapsed().as_secs_f64()
+            ));
+            if backlog == 0 {
+                return true;
+            }
+            if *cancel.borrow() || started.elapsed() > limit {
+                progress.say(&format!(
+                    "{label} drain stopped with {backlog} messages unresolved"
+                ));
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    }
+
+    /// Stops every worker (a parked long-poll gets a bounded grace, then is aborted).
+    pub async fn stop(&mut self) {
+        self.ctx.set_phase(Phase::Stop);
+        stop_workers(std::mem::take(&mut self.workers)).await;
+    }
+
+    /// Reconciles the ledger with the broker's DLQ listing; `drained` says whether the drain
+    /// resolved everything.
+    pub async fn audit(&self, client: &BrokerClient, drained: bool) -> Audit {
+        let dlq = self.dead_lettered(client).await;
+        self.ctx.ledger.audit(&dlq, drained)
+    }
+
+    /// The transactions the broker's DLQ holds, per consumer group.
+    async fn dead_lettered(&self, client: &BrokerClient) -> Vec<TxnSet> {
+        let mut dlq: Vec<TxnSet> = vec![TxnSet::default(); self.groups.len()];
+        let mut offset = 0u64;
+        loop {
+            let page = match client.dlq_page(&self.queue, 1000, offset).await {
+                Ok(p) => p,
+                Err(e) => {
+                    self.ctx.error(format!("audit: DLQ listing failed: {e}"));
+                    return dlq;
+                }
+            };
+            for m in &page.messages {
+                let group = self
+                    .groups
+                    .iter()
+                    .position(|g| g.as_deref() == m.consumer_group.as_deref());
+                if let Some(g) = group {
+                    dlq[g].insert(txn_hash(&m.transaction_id));
+                }
+            }
+            offset += page.messages.len() as u64;
+            if page.messages.is_empty() || offset >= page.total as u64 {
+                return dlq;
+            }
+        }
+    }
+}
+
+/// Configures `queue` with the scenario's queue options.
+async fn configure_queue(s: &Scenario, client: &BrokerClient, queue: &str) -> Result<(), String> {
+    let mut options = serde_json::to_value(s.queue.options.to_wire()).map_err(|e| e.to_string())?;
+    options["leaseTime"] = json!(s.queue.options.lease_time);
+    client
+        .configure(&json!({"queue": queue, "options": options}))
+        .await
+        .map(|_| ())
+        .map_err(|e| format!("configure {queue}: {e}"))
+}

@@ -1,0 +1,152 @@
+//! The measured window: snapshots of every counter at its two edges (`Edge`), and a sampler
+//! that wakes once a second in between and hands each `Tick` to the caller (`run` turns ticks
+//! into the per-second series, `capacity` into its progress line).
+
+use std::time::{Duration, Instant};
+
+use tokio::sync::watch;
+
+use super::target::Target;
+use crate::measure::broker_metrics::{self, Exposition};
+use crate::measure::pg_counters::{live_sample, LiveCounters, PgSnapshot};
+use crate::target::broker::process_cpu_seconds;
+use crate::workload::{CellContext, CounterValues, Phase};
+
+/// Every counter at one edge of the window.
+pub struct Edge {
+    pub at: Instant,
+    pub pg: Option<PgSnapshot>,
+    pub broker: Exposition,
+    pub counters: CounterValues,
+    /// The ledger's outstanding (message, group) obligations.
+    pub backlog: u64,
+    /// Messages the ledger has seen pushed.
+    pub pushed: u64,
+    pub loadgen_cpu: f64,
+    pub broker_cpu: f64,
+}
+
+impl Edge {
+    /// Snapshots PostgreSQL, the broker's `/metrics`, the client counters and CPU time.
+    pub async fn take(target: &Target, ctx: &CellContext) -> Edge {
+        let pg = match &target.database {
+            Some((name, client)) => PgSnapshot::take(client, name).await.ok(),
+            None => None,
+        };
+        let broker = target
+            .client
+            .metrics_text()
+            .await
+            .map(|t| broker_metrics::parse(&t))
+            .unwrap_or_default();
+        Edge {
+            at: Instant::now(),
+            pg,
+            broker,
+            counters: ctx.counters.values(),
+            backlog: ctx.ledger.backlog(),
+            pushed: ctx.ledger.pushed_count(),
+            loadgen_cpu: process_cpu_seconds(std::process::id()).unwrap_or(f64::NAN),
+            broker_cpu: target
+                .process
+                .as_ref()
+                .and_then(|p| p.cpu_seconds())
+                .unwrap_or(f64::NAN),
+        }
+    }
+}
+
+/// One per-second reading inside the window.
+#[derive(Clone, Copy)]
+pub struct Tick {
+    pub at: Instant,
+    pub live: LiveCounters,
+    pub counters: CounterValues,
+}
+
+impl Tick {
+    /// Reads the live counters now.
+    async fn take(target: &Target, ctx: &CellContext) -> Tick {
+        Tick {
+            at: Instant::now(),
+            live: live_counters(target).await,
+            counters: ctx.counters.values(),
+        }
+    }
+
+    /// Seconds since `earlier` (at least a millisecond, so rates stay finite).
+    pub fn secs_since(&self, earlier: &Tick) -> f64 {
+        (self.at - earlier.at).as_secs_f64().max(1e-3)
+    }
+}
+
+/// What the sampler saw: the window's two edges, and whether it was cut short.
+pub struct Window {
+    pub start: Edge,
+    pub end: Edge,
+    pub interrupted: bool,
+}
+
+impl Window {
+    /// The window's length in seconds.
+    pub fn secs(&self) -> f64 {
+        (self.end.at - self.start.at).as_secs_f64()
+    }
+
+    /// PostgreSQL's counters over the window, when both edges were read.
+    pub fn pg_delta(&self) -> Option<PgSnapshot> {
+        match (&self.start.pg, &self.end.pg) {
+            (Some(a), Some(b)) => Some(b.since(a)),
+            _ => None,
+        }
+    }
+}
+
+/// Measures for `duration_secs`: takes the start edge, switches the workload to
+/// `Phase::Measure`, calls `on_tick(start, previous, now)` once a second, and takes the end
+/// edge (also when `cancel` flips, which ends the window early).
+pub async fn sample(
+    target: &Target,
+    ctx: &CellContext,
+    duration_secs: f64,
+    cancel: &watch::Receiver<bool>,
+    mut on_tick: impl FnMut(&Edge, &Tick, &Tick),
+) -> Window {
+    let start = Edge::take(target, ctx).await;
+    ctx.set_phase(Phase::Measure);
+    let mut last = Tick {
+        at: start.at,
+        live: live_counters(target).await,
+        counters: start.counters,
+    };
+    let mut interrupted = false;
+    let mut second = 1u32;
+    while (second as f64) <= duration_secs.ceil() {
+        let due = start.at + Duration::from_secs_f64((second as f64).min(duration_secs));
+        tokio::time::sleep_until(due.into()).await;
+        if *cancel.borrow() {
+            interrupted = true;
+            break;
+        }
+        let now = Tick::take(target, ctx).await;
+        on_tick(&start, &last, &now);
+        last = now;
+        second += 1;
+    }
+    let end = Edge::take(target, ctx).await;
+    Window {
+        start,
+        end,
+        interrupted,
+    }
+}
+
+/// The lag-free live counters; unknown without a database.
+async fn live_counters(target: &Target) -> LiveCounters {
+    match &target.database {
+        Some((name, client)) => live_sample(client, name)
+            .await
+            .unwrap_or(LiveCounters::UNKNOWN),
+        None => LiveCounters::UNKNOWN,
+    }
+}

@@ -1,0 +1,171 @@
+//! The workload's tasks: the prefill (a backlog pushed before anything is measured), the
+//! producers and consumers built from the scenario, and stopping them.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::task::JoinHandle;
+
+use ackbench_wire::QUEUE_MODE_GROUP;
+
+use super::CellRound;
+use crate::progress::Progress;
+use crate::scenario::{AckMode, Partitioning, PopRoute};
+use crate::workload::consumer::{self, ConsumerPlan};
+use crate::workload::producer::{self, ProducerPlan, Pusher};
+use crate::workload::CellContext;
+
+/// Pushes the scenario's backlog before anything is measured.
+pub async fn prefill(
+    cr: &CellRound<'_>,
+    queue: &str,
+    ctx: &Arc<CellContext>,
+    progress: &mut Progress,
+) -> Result<(), String> {
+    let p = &cr.scenario.prefill;
+    let partitions = cr.scenario.queue.partitions.max(1);
+    let names: Arc<[String]> = cr.scenario.partition_names().into();
+    if p.messages_per_partition == 0 {
+        return Ok(());
+    }
+    let total = p.messages_per_partition * partitions as u64;
+    let requests_per_partition = p.messages_per_partition.div_ceil(p.batch as u64);
+    let next = Arc::new(AtomicU64::new(0));
+    let mut tasks = Vec::new();
+    for w in 0..p.concurrency.max(1) {
+        let (ctx, next) = (ctx.clone(), next.clone());
+        let plan = ProducerPlan {
+            id: w,
+            queue: queue.to_string(),
+            partitions: names.clone(),
+            batch: p.batch,
+            payload_bytes: p.payload_bytes,
+            rate: None,
+            random_partitions: false,
+            tag: format!("{}-pre", cr.tag()),
+            seed: cr.seed ^ 0x9e37,
+        };
+        tasks.push(tokio::spawn(async move {
+            let mut pusher = Pusher::new(&plan, &ctx);
+            loop {
+                let k = next.fetch_add(1, Ordering::Relaxed);
+                if k >= requests_per_partition * partitions as u64 {
+                    return Ok::<(), String>(());
+                }
+                let partition = (k % partitions as u64) as u32;
+                // Backlog, not offered load: no send time, so end-to-end latency (push to
+                // ack of what the producers offer) is not inflated by how long the backlog waits.
+                pusher.writer.write(k, partition, None);
+                pusher
+                    .push(&ctx)
+                    .await
+                    .map_err(|e| format!("prefill: {e}"))?;
+            }
+        }));
+    }
+    let started = Instant::now();
+    while tasks.iter().any(|t| !t.is_finished()) {
+        let done = ctx.ledger.pushed_count();
+        progress.update(&format!(
+            "{} prefill {done}/{total} ({:.0}/s)",
+            cr.label(),
+            done as f64 / started.elapsed().as_secs_f64().max(0.001)
+        ));
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    for t in tasks {
+        t.await.map_err(|e| e.to_string())??;
+    }
+    progress.update(&format!(
+        "{} prefill {total}/{total} done in {:.1}s",
+        cr.label(),
+        started.elapsed().as_secs_f64()
+    ));
+    progress.finish();
+    Ok(())
+}
+
+/// Starts the cell's producers and consumers on the workload's own runtime.
+pub fn spawn_workers(
+    cr: &CellRound<'_>,
+    queue: &str,
+    ctx: &Arc<CellContext>,
+) -> Vec<JoinHandle<()>> {
+    let load = crate::workload::runtime();
+    let producers = producer_plans(cr, queue)
+        .into_iter()
+        .map(|plan| load.spawn(producer::run(plan, ctx.clone())));
+    let consumers = consumer_plans(cr, queue)
+        .into_iter()
+        .map(|plan| load.spawn(consumer::run(plan, ctx.clone())));
+    producers.chain(consumers).collect()
+}
+
+/// One plan per producer of the scenario; an open-loop rate is split evenly among them.
+fn producer_plans(cr: &CellRound<'_>, queue: &str) -> Vec<ProducerPlan> {
+    let p = &cr.scenario.producers;
+    let names: Arc<[String]> = cr.scenario.partition_names().into();
+    let rate = p.open_rate().map(|r| r / p.count.max(1) as f64);
+    (0..p.count)
+        .map(|id| ProducerPlan {
+            id,
+            queue: queue.to_string(),
+            partitions: names.clone(),
+            batch: p.batch,
+            payload_bytes: p.payload_bytes,
+            rate,
+            random_partitions: matches!(p.partitioning, Partitioning::Random),
+            tag: cr.tag(),
+            seed: cr.seed.wrapping_add(id as u64),
+        })
+        .collect()
+}
+
+/// `count` consumer plans per consumer group (or for the queue mode), numbered across groups.
+fn consumer_plans(cr: &CellRound<'_>, queue: &str) -> Vec<ConsumerPlan> {
+    let s = cr.scenario;
+    let c = &s.consumers;
+    let names: Arc<[String]> = s.partition_names().into();
+    let lease = Duration::from_secs(c.lease_seconds.unwrap_or(s.queue.options.lease_time) as u64);
+    let groups = c.group_names().into_iter().enumerate();
+    let slots = groups
+        .flat_map(|(group_index, group)| (0..c.count).map(move |_| (group_index, group.clone())));
+    slots
+        .enumerate()
+        .map(|(id, (group_index, group))| ConsumerPlan {
+            id: id as u32,
+            group_index,
+            group: group.filter(|g| g != QUEUE_MODE_GROUP),
+            queue: queue.to_string(),
+            partitions: names.clone(),
+            named_partition: c.pop_route == PopRoute::Partition,
+            pop_batch: c.pop_batch,
+            partitions_per_pop: c.partitions_per_pop,
+            long_poll: c.long_poll,
+            long_poll_timeout_ms: c.long_poll_timeout_ms,
+            lease_seconds: c.lease_seconds,
+            effective_lease: lease,
+            processing_ms: c.processing_ms,
+            empty_backoff_ms: c.empty_backoff_ms,
+            per_message_acks: c.ack_mode == AckMode::PerMessage,
+            lease_less: c.lease_less,
+            stall: c.stall,
+            stall_extra_ms: c.stall_extra_ms,
+            outcome_shares: c.outcomes.shares(),
+            seed: cr.seed.wrapping_mul(31).wrapping_add(1000 + id as u64),
+        })
+        .collect()
+}
+
+/// Stops the workers: they see `Phase::Stop` before their next request; a parked long-poll may
+/// take up to its timeout, so they get a bounded grace and the rest are aborted.
+pub async fn stop_workers(workers: Vec<JoinHandle<()>>) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    for w in workers {
+        let abort = w.abort_handle();
+        if tokio::time::timeout_at(deadline, w).await.is_err() {
+            abort.abort();
+        }
+    }
+}

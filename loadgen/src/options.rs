@@ -1,0 +1,168 @@
+//! The command-line options of `ackbench run` and `ackbench capacity`, parsed by clap straight
+//! into these structs and read by `cli` as they are: no separate request types in between.
+
+use std::path::PathBuf;
+
+use crate::scenario::Overrides;
+
+/// What a run or a capacity search targets, shared by both.
+#[derive(clap::Args, Clone, Debug, Default)]
+pub struct TargetOptions {
+    /// Use this PostgreSQL instead of a throwaway cluster (pg_stat_statements must be loaded).
+    #[arg(long)]
+    pub database_url: Option<String>,
+    /// Use this running broker instead of starting the workspace's broker per cell.
+    #[arg(long)]
+    pub broker_url: Option<String>,
+    /// The broker binary to start per cell (default: beside this executable).
+    #[arg(long)]
+    pub broker_bin: Option<PathBuf>,
+    /// Seed of every random choice (default: the scenario's, else chosen and recorded).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Keep each cell's database after the run (for inspection).
+    #[arg(long)]
+    pub keep_databases: bool,
+}
+
+/// `ackbench run`.
+#[derive(clap::Args, Clone, Debug)]
+pub struct RunOptions {
+    /// The scenario file (see scenarios/).
+    pub scenario: PathBuf,
+    /// Output directory (default reports/runs/<timestamp>-<scenario>/).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Cells to run, comma-separated: registry+fusion, registry, fusion, none.
+    #[arg(long)]
+    pub cells: Option<String>,
+    /// Interleaved rounds.
+    #[arg(long)]
+    pub rounds: Option<u32>,
+    /// Measured window per cell and round, in seconds.
+    #[arg(long)]
+    pub duration: Option<f64>,
+    /// Warm-up before each window, in seconds.
+    #[arg(long)]
+    pub warmup: Option<f64>,
+    #[command(flatten)]
+    pub target: TargetOptions,
+    /// A/A mode: run this one cell twice per round (instead of the scenario's cells) and print
+    /// the ratio between the twins for every gated figure: the gates' own noise.
+    #[arg(long, value_name = "CELL")]
+    pub aa: Option<String>,
+}
+
+impl RunOptions {
+    /// The flags that override the scenario file.
+    pub fn overrides(&self) -> Overrides {
+        Overrides {
+            cells: self.cells.clone().map(|c| vec![c]),
+            rounds: self.rounds,
+            duration_secs: self.duration,
+            warmup_secs: self.warmup,
+            seed: self.target.seed,
+        }
+    }
+}
+
+/// `ackbench capacity`.
+#[derive(clap::Args, Clone, Debug)]
+pub struct CapacityOptions {
+    /// The scenario file (see scenarios/); its producers run open loop at each step's rate.
+    pub scenario: PathBuf,
+    /// Output directory (default reports/runs/<timestamp>-<scenario>-capacity/).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Target for ack and end-to-end p99, in ms.
+    #[arg(long, default_value_t = 50.0)]
+    pub slo_p99_ms: f64,
+    /// First offered rate, msg/s (default: the scenario's open-loop rate, else 100).
+    #[arg(long)]
+    pub start: Option<f64>,
+    /// Factor between one step's offered rate and the next (default 1.5).
+    #[arg(long)]
+    pub step: Option<f64>,
+    /// Highest offered rate, msg/s (default 1000 × start).
+    #[arg(long)]
+    pub max: Option<f64>,
+    /// Cells to run, comma-separated: registry+fusion, registry, fusion, none.
+    #[arg(long)]
+    pub cells: Option<String>,
+    /// Measured window of each step, in seconds (default: the scenario's duration_secs).
+    #[arg(long)]
+    pub step_secs: Option<f64>,
+    /// Warm-up of each step, in seconds (default: the scenario's warmup_secs).
+    #[arg(long)]
+    pub warmup: Option<f64>,
+    #[command(flatten)]
+    pub target: TargetOptions,
+}
+
+impl CapacityOptions {
+    /// The flags that override the scenario file (`--step-secs` is the measured window).
+    pub fn overrides(&self) -> Overrides {
+        Overrides {
+            cells: self.cells.clone().map(|c| vec![c]),
+            rounds: None,
+            duration_secs: self.step_secs,
+            warmup_secs: self.warmup,
+            seed: self.target.seed,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Run {
+        #[command(flatten)]
+        options: RunOptions,
+    }
+
+    #[derive(Parser)]
+    struct Capacity {
+        #[command(flatten)]
+        options: CapacityOptions,
+    }
+
+    #[test]
+    fn run_flags_become_scenario_overrides() {
+        let o = Run::parse_from([
+            "run",
+            "s.toml",
+            "--cells",
+            "none,registry",
+            "--rounds",
+            "2",
+            "--duration",
+            "3",
+            "--warmup",
+            "1",
+            "--seed",
+            "9",
+            "--keep-databases",
+        ])
+        .options;
+        let ov = o.overrides();
+        assert_eq!(ov.cells, Some(vec!["none,registry".to_string()]));
+        assert_eq!(
+            (ov.rounds, ov.duration_secs, ov.warmup_secs),
+            (Some(2), Some(3.0), Some(1.0))
+        );
+        assert_eq!(ov.seed, Some(9));
+        assert!(o.target.keep_databases && o.target.broker_url.is_none());
+    }
+
+    #[test]
+    fn capacity_step_secs_is_the_measured_window_and_rounds_stay_the_scenarios() {
+        let o = Capacity::parse_from(["capacity", "s.toml", "--step-secs", "4", "--max", "900"])
+            .options;
+        let ov = o.overrides();
+        assert_eq!((ov.duration_secs, ov.rounds), (Some(4.0), None));
+        assert_eq!((o.max, o.slo_p99_ms), (Some(900.0), 50.0));
+    }
+}

@@ -1,0 +1,58 @@
+//! Helpers shared by the load generator's integration tests: scratch directories, running the
+//! `ackbench` binary built for this test run, and a lock that keeps real runs one at a time.
+
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Mutex, MutexGuard};
+
+/// Held by every test that starts PostgreSQL and brokers: all tests share one binary, and real
+/// runs measured side by side on a small machine would skew each other's figures.
+static REAL_RUN: Mutex<()> = Mutex::new(());
+
+/// Waits until no other real run is going; the run may start while the guard lives.
+pub fn one_real_run_at_a_time() -> MutexGuard<'static, ()> {
+    REAL_RUN
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// A fresh, empty scratch directory `ackbench-{suite}-{name}-{pid}` under the system's temp
+/// directory. Tests remove it when they pass; a failing test leaves it for inspection.
+pub fn temp_dir(suite: &str, name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("ackbench-{suite}-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// What one `ackbench` invocation did.
+pub struct Outcome {
+    /// The exit code (-1 when killed by a signal).
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+/// Writes `scenario_text` to `dir/scenario.toml` and runs `ackbench <command> <that file>
+/// <args>` to completion.
+pub fn ackbench<A: AsRef<OsStr>>(
+    dir: &Path,
+    command: &str,
+    scenario_text: &str,
+    args: &[A],
+) -> Outcome {
+    let file = dir.join("scenario.toml");
+    std::fs::write(&file, scenario_text).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_ackbench"))
+        .arg(command)
+        .arg(&file)
+        .args(args)
+        .output()
+        .expect("run ackbench");
+    Outcome {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
