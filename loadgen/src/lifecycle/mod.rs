@@ -27,12 +27,16 @@ pub struct CellRound<'a> {
 }
 
 impl CellRound<'_> {
-    /// A name safe in database names, file names and message tags: `<cell slug>_r<round>`.
+    /// A name safe in database names, file names and message tags: `<cell slug>_r<round>`,
+    /// lower case (PostgreSQL folds an unquoted database name to lower case).
     pub fn tag(&self) -> String {
         let slug: String = self
             .name
             .chars()
-            .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+            .map(|c| match c {
+                c if c.is_ascii_alphanumeric() => c.to_ascii_lowercase(),
+                _ => '_',
+            })
             .collect();
         format!("{slug}_r{}", self.round)
     }
@@ -70,8 +74,8 @@ mod tests {
             rounds: 3,
             seed: 1,
         };
-        assert_eq!(cr.tag(), "registry_fusion__A_A__r2");
-        assert_eq!(cr.queue(), "q-registry_fusion__A_A__r2");
+        assert_eq!(cr.tag(), "registry_fusion__a_a__r2");
+        assert_eq!(cr.queue(), "q-registry_fusion__a_a__r2");
         assert_eq!(cr.label(), "[demo] registry+fusion (A/A) r2/3");
     }
 }

@@ -87,11 +87,14 @@ impl Postgres {
     pub async fn fresh_database(&self, name: &str) -> Result<String, String> {
         let admin = connect(&self.url_of("postgres")).await?;
         admin
-            .execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"), &[])
+            .execute(
+                &format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"),
+                &[],
+            )
             .await
             .map_err(pg)?;
         admin
-            .execute(&format!("CREATE DATABASE {name}"), &[])
+            .execute(&format!("CREATE DATABASE \"{name}\""), &[])
             .await
             .map_err(pg)?;
         let url = self.url_of(name);
@@ -106,7 +109,10 @@ impl Postgres {
     pub async fn drop_database(&self, name: &str) {
         if let Ok(admin) = connect(&self.url_of("postgres")).await {
             let _ = admin
-                .execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"), &[])
+                .execute(
+                    &format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"),
+                    &[],
+                )
                 .await;
         }
     }

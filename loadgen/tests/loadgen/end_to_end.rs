@@ -152,3 +152,45 @@ fn a_broken_fusion_fails_the_gate() {
     assert_eq!(fused.summary.figures.fusion_rows_per_commit.median, 1.0);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A/A mode runs one cell and its twin, each round on a database of its own, judges their
+/// audits and prints the twin/cell ratio of every gated figure (the gates' own noise).
+#[test]
+fn aa_mode_runs_a_cell_and_its_twin_and_prints_their_noise() {
+    let _real_run = one_real_run_at_a_time();
+    let dir = temp_dir("e2e", "aa");
+    let out_dir = dir.join("out");
+    let Outcome {
+        code,
+        stdout,
+        stderr,
+    } = ackbench(
+        &dir,
+        "run",
+        &scenario(""),
+        &[
+            OsStr::new("--out"),
+            out_dir.as_os_str(),
+            OsStr::new("--aa"),
+            OsStr::new("none"),
+            OsStr::new("--duration"),
+            OsStr::new("2"),
+        ],
+    );
+    assert_eq!(code, 0, "stdout:\n{stdout}\nstderr:\n{stderr}");
+    let text = std::fs::read_to_string(out_dir.join("results.json")).unwrap();
+    let results = Results::from_json(&text).unwrap();
+    let names: Vec<&str> = results.cells.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(names, ["none", "none (A/A)"]);
+    for c in &results.cells {
+        assert_eq!(c.summary.audit.lost, 0, "{}", c.name);
+        assert_eq!(c.summary.audit.pushed, 3200, "{}", c.name);
+    }
+    assert!(stdout.contains("A/A noise: none (A/A) / none"), "{stdout}");
+    let gated = stdout
+        .lines()
+        .find(|l| l.starts_with("ack_commits_per_ack"))
+        .unwrap_or_else(|| panic!("the gated figure's noise is printed:\n{stdout}"));
+    assert!(gated.ends_with('%'), "a measured twin/cell ratio: {gated}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
