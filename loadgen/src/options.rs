@@ -33,9 +33,14 @@ pub struct RunOptions {
     /// Output directory (default reports/runs/<timestamp>-<scenario>/).
     #[arg(long)]
     pub out: Option<PathBuf>,
-    /// Cells to run, comma-separated: registry+fusion, registry, fusion, none.
+    /// Cells to run, comma-separated: registry+fusion, registry, fusion, none (and the peers
+    /// pgmq, pgq).
     #[arg(long)]
     pub cells: Option<String>,
+    /// Peer queues to run beside the broker cells, comma-separated: pgmq, pgq; `none` for none
+    /// (default: the scenario's `run.peers`).
+    #[arg(long)]
+    pub peers: Option<String>,
     /// Interleaved rounds.
     #[arg(long)]
     pub rounds: Option<u32>,
@@ -58,6 +63,7 @@ impl RunOptions {
     pub fn overrides(&self) -> Overrides {
         Overrides {
             cells: self.cells.clone().map(|c| vec![c]),
+            peers: self.peers.clone().map(|p| vec![p]),
             rounds: self.rounds,
             duration_secs: self.duration,
             warmup_secs: self.warmup,
@@ -104,6 +110,7 @@ impl CapacityOptions {
     pub fn overrides(&self) -> Overrides {
         Overrides {
             cells: self.cells.clone().map(|c| vec![c]),
+            peers: None,
             rounds: None,
             duration_secs: self.step_secs,
             warmup_secs: self.warmup,

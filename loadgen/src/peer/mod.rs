@@ -72,7 +72,7 @@ impl PeerKind {
 /// What a scenario asks of a queue, in the terms a peer can be judged by.
 #[derive(Debug, Clone, Default)]
 pub struct Asks {
-    /// Named consumer groups, each receiving every message.
+    /// Consumer groups, each receiving every message (1 for queue mode or a single group).
     pub consumer_groups: usize,
     /// Consumers holding a batch past its lease on purpose (lease-expiry stalls).
     pub lease_stalls: bool,

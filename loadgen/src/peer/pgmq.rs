@@ -11,7 +11,7 @@ use super::{db, ids_where, Answer, Answered, Asks, Consumed, Delivery, Driver, P
 
 /// PGMQ has one reader set per queue: consumer groups would need a queue per group.
 pub fn refusal(asks: &Asks) -> Option<String> {
-    if asks.consumer_groups > 0 {
+    if asks.consumer_groups > 1 {
         return Some(
             "pgmq has no consumer groups (each group would need its own copy of the queue)".into(),
         );

@@ -62,6 +62,8 @@ pub struct Scenario {
 pub struct Overrides {
     /// Cell names; each element may itself be a comma-separated list.
     pub cells: Option<Vec<String>>,
+    /// Peer names (`pgmq,pgq`, or `none`): they replace the peer cells of the list.
+    pub peers: Option<Vec<String>>,
     pub rounds: Option<u32>,
     pub duration_secs: Option<f64>,
     pub warmup_secs: Option<f64>,
@@ -90,7 +92,11 @@ impl Scenario {
     /// Applies command-line overrides. All are checked first; on error nothing changes and the
     /// error names the flag (`--cells: unknown cell `foo` ...`).
     pub fn apply_overrides(&mut self, overrides: &Overrides) -> Result<(), ScenarioError> {
-        let cells = overrides.cells.as_deref().map(parse_cells).transpose()?;
+        let mut cells = overrides.cells.as_deref().map(parse_cells).transpose()?;
+        if let Some(peers) = overrides.peers.as_deref() {
+            let base = cells.as_deref().unwrap_or(&self.run.cells);
+            cells = Some(self.with_peers(base, peers)?);
+        }
         if let Some(cells) = &cells {
             gate::check_gates_against_cells(&self.gates, cells).map_err(flag("--cells"))?;
         }
@@ -105,6 +111,34 @@ impl Scenario {
         }
         self.assign_overrides(overrides, cells);
         Ok(())
+    }
+
+    /// `base` without its peer cells, then `peers` (`none` for no peer), each able to run this
+    /// scenario.
+    fn with_peers(&self, base: &[Cell], peers: &[String]) -> Result<Vec<Cell>, ScenarioError> {
+        let mut cells: Vec<Cell> = base
+            .iter()
+            .copied()
+            .filter(|c| c.peer().is_none())
+            .collect();
+        let names = peers.iter().flat_map(|p| p.split(',')).map(str::trim);
+        let asks = validate::asks_of(&self.consumers);
+        for name in names.filter(|n| !n.is_empty() && *n != "none") {
+            let cell: Cell = name.parse().map_err(flag("--peers"))?;
+            let Some(peer) = cell.peer() else {
+                return Err(flag("--peers")(format!(
+                    "`{name}` is not a peer (pgmq, pgq)"
+                )));
+            };
+            if let Some(reason) = peer.refusal(&asks) {
+                return Err(flag("--peers")(format!(
+                    "`{name}` cannot run this scenario: {reason}"
+                )));
+            }
+            cells.push(cell);
+        }
+        validate::check_cells(&cells).map_err(|(_, message)| flag("--peers")(message))?;
+        Ok(cells)
     }
 
     fn assign_overrides(&mut self, o: &Overrides, cells: Option<Vec<Cell>>) {

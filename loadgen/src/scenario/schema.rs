@@ -8,8 +8,10 @@ use std::fmt;
 use std::str::FromStr;
 
 use super::figure::{Direction, Figure};
+use crate::peer::PeerKind;
 
-/// One setting of the accelerators; each cell runs against a broker started with its toggles.
+/// One setting of the accelerators (each cell runs against a broker started with its toggles),
+/// or a peer queue driven over SQL on the same PostgreSQL (`pgmq`, `pgq`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Cell {
     /// Ack registry and ack fusion both on.
@@ -24,16 +26,25 @@ pub enum Cell {
     /// Both off: the plain hash path, one commit per ack.
     #[serde(rename = "none")]
     None,
+    /// PGMQ, a row per message (peer).
+    #[serde(rename = "pgmq")]
+    Pgmq,
+    /// PgQ, batches of events between ticks (peer).
+    #[serde(rename = "pgq")]
+    Pgq,
 }
 
 impl Cell {
-    /// Every cell, in the default run order.
+    /// Every broker cell, in the default run order.
     pub const ALL: [Cell; 4] = [
         Cell::RegistryFusion,
         Cell::Registry,
         Cell::Fusion,
         Cell::None,
     ];
+
+    /// The peer cells.
+    pub const PEERS: [Cell; 2] = [Cell::Pgmq, Cell::Pgq];
 
     /// The cell's name in scenario files, flags and results.
     pub fn name(self) -> &'static str {
@@ -42,6 +53,17 @@ impl Cell {
             Cell::Registry => "registry",
             Cell::Fusion => "fusion",
             Cell::None => "none",
+            Cell::Pgmq => "pgmq",
+            Cell::Pgq => "pgq",
+        }
+    }
+
+    /// The peer this cell runs, if it is a peer cell.
+    pub fn peer(self) -> Option<PeerKind> {
+        match self {
+            Cell::Pgmq => Some(PeerKind::Pgmq),
+            Cell::Pgq => Some(PeerKind::Pgq),
+            _ => None,
         }
     }
 
@@ -68,6 +90,7 @@ impl Cell {
     pub fn accepted_names() -> String {
         let names: Vec<String> = Cell::ALL
             .iter()
+            .chain(&Cell::PEERS)
             .map(|c| format!("`{}`", c.name()))
             .collect();
         names.join(", ")
@@ -80,6 +103,7 @@ impl FromStr for Cell {
     fn from_str(text: &str) -> Result<Self, Self::Err> {
         Cell::ALL
             .into_iter()
+            .chain(Cell::PEERS)
             .find(|c| c.name() == text)
             .ok_or_else(|| {
                 format!(
@@ -412,8 +436,11 @@ pub struct Run {
     pub drain_timeout_secs: f64,
     /// Interleaved rounds of all cells (default 3).
     pub rounds: u32,
-    /// Cells to run, in this order each round (default all four).
+    /// Cells to run, in this order each round (default all four broker cells).
     pub cells: Vec<Cell>,
+    /// Peer queues run beside the cells, after them in every round (`pgmq`, `pgq`; default
+    /// none). Folded into `cells` once the scenario is validated.
+    pub peers: Vec<Cell>,
     /// Seed of every random choice; absent = chosen at start and recorded.
     pub seed: Option<u64>,
 }
@@ -426,6 +453,7 @@ impl Default for Run {
             drain_timeout_secs: 60.0,
             rounds: 3,
             cells: Cell::ALL.to_vec(),
+            peers: Vec::new(),
             seed: None,
         }
     }

@@ -55,6 +55,8 @@ pub(crate) fn validate(
     check_consumers(&file.consumers, &file.queue, loc)?;
     file.consumers.outcomes = normalised_outcomes(&file.consumers.outcomes, loc)?;
     check_run(&file.run, loc)?;
+    fold_peers(&mut file.run, loc)?;
+    check_peers_can_run(&file, loc)?;
     check_stall_fits(&file, loc)?;
     check_broker(&file.broker, loc)?;
     let gates = file
@@ -408,6 +410,43 @@ fn check_run(r: &Run, loc: &Locator) -> Check {
         let key = index.map_or("run.cells".to_string(), |i| format!("run.cells[{i}]"));
         loc.invalid(&key, format!("{key}: {message}"))
     })
+}
+
+/// `run.peers` names peer cells only; they join `run.cells` (after the broker cells).
+fn fold_peers(r: &mut Run, loc: &Locator) -> Check {
+    for (i, peer) in r.peers.iter().enumerate() {
+        if peer.peer().is_none() {
+            let key = format!("run.peers[{i}]");
+            let message = format!("{key}: `{peer}` is a broker cell, not a peer (pgmq, pgq)");
+            return Err(loc.invalid(&key, message));
+        }
+    }
+    r.cells.extend(std::mem::take(&mut r.peers));
+    check_cells(&r.cells)
+        .map_err(|(_, message)| loc.invalid("run.peers", format!("run.peers: {message}")))
+}
+
+/// A peer cell runs only a scenario the peer can run as written.
+fn check_peers_can_run(file: &ScenarioFile, loc: &Locator) -> Check {
+    let asks = asks_of(&file.consumers);
+    for cell in &file.run.cells {
+        if let Some(reason) = cell.peer().and_then(|p| p.refusal(&asks)) {
+            let message = format!("the `{cell}` cell cannot run this scenario: {reason}");
+            return Err(loc.invalid("run.cells", message));
+        }
+    }
+    Ok(())
+}
+
+/// What the consumers ask of a queue, in the terms a peer is judged by.
+pub(crate) fn asks_of(c: &Consumers) -> crate::peer::Asks {
+    crate::peer::Asks {
+        consumer_groups: c.group_names().len(),
+        lease_stalls: c.stall > 0.0,
+        dead_letters: c.outcomes.dlq > 0.0,
+        failures: c.outcomes.failed > 0.0,
+        named_partitions: c.pop_route == PopRoute::Partition,
+    }
 }
 
 /// A cell list must be non-empty without repeats; on error, the index at fault (if any).

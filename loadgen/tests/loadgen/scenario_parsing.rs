@@ -459,6 +459,7 @@ fn overrides_apply() {
     let mut s = shipped("smoke");
     let overrides = Overrides {
         cells: Some(vec!["registry+fusion, none".into(), "registry".into()]),
+        peers: None,
         rounds: Some(2),
         duration_secs: Some(3.5),
         warmup_secs: Some(0.0),
@@ -592,4 +593,48 @@ fn read_errors_name_the_path() {
     assert!(err
         .to_string()
         .starts_with("/nonexistent/x.toml: cannot read"));
+}
+
+#[test]
+fn peers_join_the_cells_and_are_refused_what_they_cannot_do() {
+    let base = "[producers]\ncount = 1\n[run]\ncells = [\"none\"]\n";
+    let s = Scenario::parse(&format!("{base}peers = [\"pgmq\", \"pgq\"]\n"), "p.toml").unwrap();
+    assert_eq!(s.run.cells, vec![Cell::None, Cell::Pgmq, Cell::Pgq]);
+    assert!(s.run.peers.is_empty(), "folded into the cells");
+
+    let err = parse_err(&format!("{base}peers = [\"registry\"]\n"));
+    assert_mentions(&err, &["run.peers[0]", "not a peer"]);
+    let dlq = "[consumers.outcomes]\ndlq = 0.1\n";
+    let err = parse_err(&format!("{base}peers = [\"pgq\"]\n{dlq}"));
+    assert_mentions(
+        &err,
+        &["`pgq` cell cannot run this scenario", "dead-letter"],
+    );
+    let groups = "[consumers]\ngroups = 2\n";
+    let err = parse_err(&format!("{base}peers = [\"pgmq\"]\n{groups}"));
+    assert_mentions(&err, &["`pgmq`", "consumer groups"]);
+
+    let mut s = Scenario::parse(&format!("{base}peers = [\"pgmq\"]\n"), "p.toml").unwrap();
+    let peers = |p: &str| Overrides {
+        peers: Some(vec![p.to_string()]),
+        ..Overrides::default()
+    };
+    s.apply_overrides(&peers("pgq")).unwrap();
+    assert_eq!(
+        s.run.cells,
+        vec![Cell::None, Cell::Pgq],
+        "--peers replaces the peers"
+    );
+    s.apply_overrides(&peers("none")).unwrap();
+    assert_eq!(s.run.cells, vec![Cell::None]);
+    let err = s.apply_overrides(&peers("fusion")).unwrap_err();
+    assert_mentions(&err, &["--peers", "not a peer"]);
+    let mut with_dlq = Scenario::parse(&format!("{base}{dlq}"), "p.toml").unwrap();
+    let err = with_dlq.apply_overrides(&peers("pgq")).unwrap_err();
+    assert_mentions(&err, &["--peers", "dead-letter"]);
+    assert_eq!(
+        with_dlq.run.cells,
+        vec![Cell::None],
+        "a refused override changes nothing"
+    );
 }
