@@ -46,6 +46,10 @@ pub async fn run(opts: RunOptions) -> u8 {
         Ok(env) => env,
         Err(e) => return fail(&e),
     };
+    let planned: Vec<Cell> = cells.iter().map(|c| c.0).collect();
+    if let Err(e) = env.check_peers(&planned).await {
+        return fail(&e);
+    }
     let cancel = cancel_on_ctrl_c("cell");
     eprintln!(
         "ackbench: {} — cells {}, {} round(s), warm-up {}s, window {}s, seed {seed}; output in {}",
@@ -129,6 +133,9 @@ pub async fn capacity(opts: CapacityOptions) -> u8 {
         Ok(env) => env,
         Err(e) => return fail(&e),
     };
+    if let Err(e) = env.check_peers(&scenario.run.cells).await {
+        return fail(&e);
+    }
     let cancel = cancel_on_ctrl_c("step");
     eprintln!(
         "ackbench: {} capacity — cells {}; offered {} msg/s; warm-up {}s and window {}s per step; target p99 <= {} ms; seed {seed}; output in {}",

@@ -92,9 +92,14 @@ pub struct CapacityOptions {
     /// Highest offered rate, msg/s (default 1000 × start).
     #[arg(long)]
     pub max: Option<f64>,
-    /// Cells to run, comma-separated: registry+fusion, registry, fusion, none.
+    /// Cells to run, comma-separated: registry+fusion, registry, fusion, none (and the peers
+    /// pgmq, pgq).
     #[arg(long)]
     pub cells: Option<String>,
+    /// Peer queues to step beside the broker cells, comma-separated: pgmq, pgq; `none` for none
+    /// (default: the scenario's `run.peers`).
+    #[arg(long)]
+    pub peers: Option<String>,
     /// Measured window of each step, in seconds (default: the scenario's duration_secs).
     #[arg(long)]
     pub step_secs: Option<f64>,
@@ -110,7 +115,7 @@ impl CapacityOptions {
     pub fn overrides(&self) -> Overrides {
         Overrides {
             cells: self.cells.clone().map(|c| vec![c]),
-            peers: None,
+            peers: self.peers.clone().map(|p| vec![p]),
             rounds: None,
             duration_secs: self.step_secs,
             warmup_secs: self.warmup,

@@ -24,7 +24,7 @@ pub(super) async fn measure(
     cancel: &watch::Receiver<bool>,
     progress: &mut Progress,
 ) -> Result<Option<Step>, String> {
-    let mut workload = Workload::start(cr, &target.client, progress).await?;
+    let mut workload = Workload::start(cr, target, progress).await?;
     let ctx = workload.ctx.clone();
     let window = if workload
         .warm_up(label, plan.warmup_secs, cancel, progress)

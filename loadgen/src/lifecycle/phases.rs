@@ -11,13 +11,14 @@ use tokio::task::JoinHandle;
 use ackbench_reports::results::Audit;
 use ackbench_wire::txn_hash;
 
-use super::workers::{prefill, spawn_workers, stop_workers};
+use super::target::{PeerTarget, Target};
+use super::workers::{peer_plan, prefill, spawn_workers, stop_workers};
 use super::CellRound;
 use crate::client::BrokerClient;
 use crate::progress::Progress;
 use crate::scenario::Scenario;
 use crate::workload::ledger::TxnSet;
-use crate::workload::{CellContext, Phase};
+use crate::workload::{peer, CellContext, Phase};
 
 /// One queue with its producers and consumers running.
 pub struct Workload {
@@ -29,20 +30,52 @@ pub struct Workload {
 }
 
 impl Workload {
-    /// Configures a fresh queue, pushes the prefill and starts the workers (in warm-up).
+    /// Configures a fresh queue, pushes the prefill and starts the workers (in warm-up): the
+    /// broker's HTTP workers, or a peer cell's SQL workers.
     pub async fn start(
         cr: &CellRound<'_>,
-        client: &BrokerClient,
+        target: &Target,
         progress: &mut Progress,
     ) -> Result<Workload, String> {
+        if let Some(p) = &target.peer {
+            return Workload::start_peer(cr, p, progress).await;
+        }
+        let client = target
+            .client
+            .as_ref()
+            .ok_or("a broker cell without a broker")?;
         let queue = cr.queue();
         configure_queue(cr.scenario, client, &queue).await?;
         let groups = cr.scenario.consumers.group_names();
-        let ctx = Arc::new(CellContext::new(client.clone(), groups.len()));
+        let ctx = Arc::new(CellContext::new(Some(client.clone()), groups.len()));
         prefill(cr, &queue, &ctx, progress).await?;
         let workers = spawn_workers(cr, &queue, &ctx);
         Ok(Workload {
             queue,
+            groups,
+            ctx,
+            workers,
+        })
+    }
+
+    /// A peer cell's workload: the prefill through the peer's driver, then its workers.
+    async fn start_peer(
+        cr: &CellRound<'_>,
+        p: &PeerTarget,
+        progress: &mut Progress,
+    ) -> Result<Workload, String> {
+        let groups = cr.scenario.consumers.group_names();
+        let ctx = Arc::new(CellContext::new(None, groups.len()));
+        let plan = peer_plan(cr, p);
+        let backlog =
+            cr.scenario.prefill.messages_per_partition * cr.scenario.queue.partitions as u64;
+        if backlog > 0 {
+            progress.update(&format!("{} prefill {backlog} messages", cr.label()));
+            peer::prefill(&plan, &ctx, backlog, cr.scenario.prefill.batch).await?;
+        }
+        let workers = peer::spawn(&plan, &ctx);
+        Ok(Workload {
+            queue: p.driver.queue.clone(),
             groups,
             ctx,
             workers,
@@ -120,11 +153,35 @@ impl Workload {
         stop_workers(std::mem::take(&mut self.workers)).await;
     }
 
-    /// Reconciles the ledger with the broker's DLQ listing; `drained` says whether the drain
-    /// resolved everything.
-    pub async fn audit(&self, client: &BrokerClient, drained: bool) -> Audit {
-        let dlq = self.dead_lettered(client).await;
+    /// Reconciles the ledger with the broker's DLQ listing (a peer's dead letters in a peer
+    /// cell); `drained` says whether the drain resolved everything.
+    pub async fn audit(&self, target: &Target, drained: bool) -> Audit {
+        let dlq = match (&target.client, &target.peer) {
+            (Some(client), _) => self.dead_lettered(client).await,
+            (None, Some(p)) => self.peer_dead_letters(p).await,
+            (None, None) => vec![TxnSet::default(); self.groups.len()],
+        };
         self.ctx.ledger.audit(&dlq, drained)
+    }
+
+    /// A peer's dead letters (PGMQ has one group).
+    async fn peer_dead_letters(&self, p: &PeerTarget) -> Vec<TxnSet> {
+        let mut dlq: Vec<TxnSet> = vec![TxnSet::default(); self.groups.len()];
+        let listed = match peer::connect(&p.url).await {
+            Ok(client) => p.driver.dead_lettered(&client).await,
+            Err(e) => Err(e),
+        };
+        match listed {
+            Ok(txns) => {
+                for t in txns {
+                    dlq[0].insert(txn_hash(&t));
+                }
+            }
+            Err(e) => self
+                .ctx
+                .error(format!("audit: dead-letter listing failed: {e}")),
+        }
+        dlq
     }
 
     /// The transactions the broker's DLQ holds, per consumer group.

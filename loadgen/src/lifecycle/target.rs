@@ -4,10 +4,13 @@
 //! released here.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use super::CellRound;
 use crate::client::BrokerClient;
 use crate::options::TargetOptions;
+use crate::peer::{Driver, PeerKind, Setup};
+use crate::scenario::Cell;
 use crate::target::broker::BrokerProcess;
 use crate::target::broker_binary;
 use crate::target::postgres::{connect, Postgres};
@@ -51,6 +54,26 @@ impl Env {
         })
     }
 
+    /// Whether every peer among `cells` can be installed on the measured PostgreSQL; the error
+    /// says what to install (or that a peer needs the measured PostgreSQL at all).
+    pub async fn check_peers(&self, cells: &[Cell]) -> Result<(), String> {
+        let peers: Vec<PeerKind> = cells.iter().filter_map(|c| c.peer()).collect();
+        let Some(first) = peers.first() else {
+            return Ok(());
+        };
+        let pg = self.postgres.as_ref().ok_or_else(|| {
+            format!(
+                "the {} cell runs on the measured PostgreSQL: give --database-url",
+                first.name()
+            )
+        })?;
+        let admin = connect(&pg.url_of("postgres")).await?;
+        for kind in peers {
+            kind.check_parts(&admin).await?;
+        }
+        Ok(())
+    }
+
     /// The broker under test is one this run did not start.
     pub fn external_broker(&self) -> bool {
         self.options.broker_url.is_some()
@@ -61,9 +84,12 @@ impl Env {
     }
 }
 
-/// Where one cell's broker and database are.
+/// Where one cell's broker (or peer queue) and database are.
 pub struct Target {
-    pub client: BrokerClient,
+    /// The broker of a broker cell; `None` in a peer cell.
+    pub client: Option<BrokerClient>,
+    /// The peer queue of a peer cell, installed in the cell's fresh database.
+    pub peer: Option<PeerTarget>,
     pub process: Option<BrokerProcess>,
     /// The benchmark database's name and an admin connection to read its counters.
     pub database: Option<(String, tokio_postgres::Client)>,
@@ -73,6 +99,9 @@ impl Target {
     /// A fresh database `ackbench_{tag}` and a broker with the cell's toggles (log
     /// `broker-{tag}.log`), or the external ones.
     pub async fn start(env: &Env, cr: &CellRound<'_>, tag: &str) -> Result<Target, String> {
+        if let Some(kind) = cr.cell.peer() {
+            return Target::start_peer(env, cr, tag, kind).await;
+        }
         let db_name = format!("ackbench_{tag}");
         let database_url = match &env.postgres {
             Some(pg) if !env.external_broker() || env.external_database() => {
@@ -99,9 +128,49 @@ impl Target {
             None => None,
         };
         Ok(Target {
-            client,
+            client: Some(client),
+            peer: None,
             process,
             database,
+        })
+    }
+
+    /// A peer cell: a fresh database of the measured PostgreSQL with the peer installed in it
+    /// and its queue created; no broker.
+    async fn start_peer(
+        env: &Env,
+        cr: &CellRound<'_>,
+        tag: &str,
+        kind: PeerKind,
+    ) -> Result<Target, String> {
+        let pg = env.postgres.as_ref().ok_or_else(|| {
+            format!(
+                "the {} cell runs on the measured PostgreSQL: give --database-url",
+                kind.name()
+            )
+        })?;
+        let db_name = format!("ackbench_{tag}");
+        let url = pg.fresh_database(&db_name).await?;
+        let client = connect(&url).await?;
+        let driver = peer_driver(cr, kind);
+        let setup = Setup {
+            queue: &driver.queue,
+            consumer: &driver.consumer,
+            batch: cr.scenario.consumers.pop_batch,
+        };
+        kind.install(&url, &client, &setup).await?;
+        for group in peer_groups(cr).iter().skip(1) {
+            crate::peer::pgq::register(&client, &driver.queue, group).await?;
+        }
+        Ok(Target {
+            client: None,
+            peer: Some(PeerTarget {
+                driver: Arc::new(driver),
+                url,
+                groups: peer_groups(cr),
+            }),
+            process: None,
+            database: Some((db_name, client)),
         })
     }
 
@@ -118,6 +187,37 @@ impl Target {
         pg.drop_database(name).await;
         None
     }
+}
+
+/// A peer cell's queue: its driver, the database it lives in, and its consumer names by
+/// ledger group.
+pub struct PeerTarget {
+    pub driver: Arc<Driver>,
+    pub url: String,
+    pub groups: Vec<String>,
+}
+
+/// The driver of a peer cell: a queue name PGMQ accepts (letters, digits, `_`), the scenario's
+/// lease as PGMQ's visibility timeout, and the queue's retry limit as a budget of deliveries
+/// (the first plus `retry_limit` more; PGMQ counts every read, PgQ keeps none).
+fn peer_driver(cr: &CellRound<'_>, kind: PeerKind) -> Driver {
+    Driver {
+        kind,
+        queue: format!("q_{}", cr.tag()),
+        consumer: peer_groups(cr)[0].clone(),
+        visibility_secs: cr.scenario.lease_seconds() as i32,
+        retry_budget: cr.scenario.queue.options.retry_limit as i32 + 1,
+    }
+}
+
+/// One consumer name per consumer group of the scenario (`queue` for the queue mode).
+fn peer_groups(cr: &CellRound<'_>) -> Vec<String> {
+    cr.scenario
+        .consumers
+        .group_names()
+        .into_iter()
+        .map(|g| g.unwrap_or_else(|| "queue".into()))
+        .collect()
 }
 
 /// The broker's environment for this cell: the toggles, then the scenario's `[broker]`.

@@ -33,12 +33,14 @@ impl Edge {
             Some((name, client)) => PgSnapshot::take(client, name).await.ok(),
             None => None,
         };
-        let broker = target
-            .client
-            .metrics_text()
-            .await
-            .map(|t| broker_metrics::parse(&t))
-            .unwrap_or_default();
+        let broker = match &target.client {
+            Some(client) => client
+                .metrics_text()
+                .await
+                .map(|t| broker_metrics::parse(&t))
+                .unwrap_or_default(),
+            None => Exposition::default(),
+        };
         Edge {
             at: Instant::now(),
             pg,

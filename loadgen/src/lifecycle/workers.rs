@@ -9,10 +9,12 @@ use tokio::task::JoinHandle;
 
 use ackbench_wire::QUEUE_MODE_GROUP;
 
+use super::target::PeerTarget;
 use super::CellRound;
 use crate::progress::Progress;
 use crate::scenario::{AckMode, Partitioning, PopRoute};
 use crate::workload::consumer::{self, ConsumerPlan};
+use crate::workload::peer::PeerPlan;
 use crate::workload::producer::{self, ProducerPlan, Pusher};
 use crate::workload::CellContext;
 
@@ -156,6 +158,29 @@ fn consumer_plans(cr: &CellRound<'_>, queue: &str) -> Vec<ConsumerPlan> {
             seed: cr.seed.wrapping_mul(31).wrapping_add(1000 + id as u64),
         })
         .collect()
+}
+
+/// A peer cell's plan: the scenario's producers and consumers, as the peer runs them.
+pub fn peer_plan(cr: &CellRound<'_>, p: &PeerTarget) -> PeerPlan {
+    let (producers, consumers) = (&cr.scenario.producers, &cr.scenario.consumers);
+    PeerPlan {
+        driver: p.driver.clone(),
+        url: p.url.clone(),
+        producers: producers.count,
+        batch: producers.batch,
+        payload_bytes: producers.payload_bytes,
+        rate: producers
+            .open_rate()
+            .map(|r| r / producers.count.max(1) as f64),
+        consumers: consumers.count,
+        groups: p.groups.clone(),
+        pop_batch: consumers.pop_batch,
+        processing_ms: consumers.processing_ms,
+        empty_backoff_ms: consumers.empty_backoff_ms,
+        outcome_shares: consumers.outcomes.shares(),
+        tag: cr.tag(),
+        seed: cr.seed,
+    }
 }
 
 /// Stops the workers: they see `Phase::Stop` before their next request; a parked long-poll may

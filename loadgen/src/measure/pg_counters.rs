@@ -6,8 +6,9 @@
 //!   about a second's worth of commits; `write_commits` is the exact figure beside it.
 //! - `pg_snapshot_xmax(pg_current_snapshot())`: writing transactions, lag-free.
 //! - `pg_stat_wal`: records, bytes, writes, syncs (cluster-wide; cells never overlap in time).
-//! - `pg_stat_statements` top-level rows of this database, folded by the `queen.*_v1` procedure
-//!   each statement calls. With `track = all` a top-level row already includes what the
+//! - `pg_stat_statements` top-level rows of this database, folded by the procedure each
+//!   statement calls: the broker's `queen.*` (named without the schema, `log_push_v1`) or a
+//!   peer's `pgmq.*` / `pgq.*` (named with it, `pgmq.delete`). With `track = all` a top-level row already includes what the
 //!   statements inside it cost, so nested rows are never added.
 
 use std::collections::BTreeMap;
@@ -16,14 +17,25 @@ use tokio_postgres::Client;
 
 use crate::target::postgres::pg;
 
-/// The procedures whose top-level calls are the ack path's commits (each its own transaction).
+/// The procedures whose top-level calls are the ack path's commits (each its own transaction):
+/// the broker's, then the peers' answers to a consumed message (PGMQ: delete, archive, set_vt;
+/// PgQ: finish_batch, event_retry). One database holds one kind, so one list serves all.
 pub const ACK_PROCEDURES: &[&str] = &[
     "log_ack_by_hash_v1",
     "log_ack_at_v1",
     "log_ack_multi_v1",
     "log_ack_v1",
     "log_dlq_head_v1",
+    "pgmq.delete",
+    "pgmq.archive",
+    "pgmq.set_vt",
+    "pgq.finish_batch",
+    "pgq.event_retry",
 ];
+
+/// Schemas whose procedures are folded by name: the broker's (named without the schema) and the
+/// peers' (named with it).
+const PROCEDURE_SCHEMAS: [(&str, bool); 3] = [("queen.", false), ("pgmq.", true), ("pgq.", true)];
 
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct StatementCounters {
@@ -151,19 +163,24 @@ impl PgSnapshot {
     }
 }
 
-/// The `queen.*_v1` procedure a statement calls (`log_push_v1`), or `other`.
+/// The procedure a statement calls (`log_push_v1` for `queen.log_push_v1`, `pgmq.read`), or
+/// `other`.
 pub fn procedure_of(query: &str) -> String {
-    let Some(at) = query.find("queen.") else {
+    let found = PROCEDURE_SCHEMAS
+        .iter()
+        .filter_map(|(schema, keep)| query.find(schema).map(|at| (at, *schema, *keep)))
+        .min_by_key(|(at, _, _)| *at);
+    let Some((at, schema, keep_schema)) = found else {
         return "other".into();
     };
-    let name: String = query[at + 6..]
+    let name: String = query[at + schema.len()..]
         .chars()
         .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
         .collect();
-    if name.is_empty() {
-        "other".into()
-    } else {
-        name
+    match (name.is_empty(), keep_schema) {
+        (true, _) => "other".into(),
+        (false, true) => format!("{schema}{name}"),
+        (false, false) => name,
     }
 }
 
@@ -202,8 +219,17 @@ pub async fn live_sample(client: &Client, database: &str) -> Result<LiveCounters
     })
 }
 
+/// A regular expression matching a call of any ack procedure (`queen.log_ack_v1(`,
+/// `pgmq.delete(`).
 fn ack_procedures_pattern() -> String {
-    format!("queen\\.({})\\(", ACK_PROCEDURES.join("|"))
+    let calls: Vec<String> = ACK_PROCEDURES
+        .iter()
+        .map(|p| match p.split_once('.') {
+            Some((schema, name)) => format!("{schema}\\.{name}"),
+            None => format!("queen\\.{p}"),
+        })
+        .collect();
+    format!("({})\\(", calls.join("|"))
 }
 
 #[cfg(test)]
@@ -221,6 +247,20 @@ mod tests {
             "log_ack_multi_v1"
         );
         assert_eq!(procedure_of("BEGIN"), "other");
+        assert_eq!(
+            procedure_of("SELECT count(*) FROM pgmq.delete($1::text, $2::bigint[])"),
+            "pgmq.delete"
+        );
+        assert_eq!(
+            procedure_of("SELECT pgq.finish_batch($1)"),
+            "pgq.finish_batch"
+        );
+        assert_eq!(
+            ack_procedures_pattern(),
+            "(queen\\.log_ack_by_hash_v1|queen\\.log_ack_at_v1|queen\\.log_ack_multi_v1|\
+             queen\\.log_ack_v1|queen\\.log_dlq_head_v1|pgmq\\.delete|pgmq\\.archive|\
+             pgmq\\.set_vt|pgq\\.finish_batch|pgq\\.event_retry)\\("
+        );
     }
 
     #[test]

@@ -137,6 +137,7 @@ pub struct Answered {
 }
 
 /// The driver the workload calls for one peer queue.
+#[derive(Debug, Clone)]
 pub struct Driver {
     pub kind: PeerKind,
     pub queue: String,
@@ -184,11 +185,20 @@ impl Driver {
         }
     }
 
-    /// Background work the peer needs while it runs (PgQ's ticker); a no-op for PGMQ.
-    pub async fn tick(&self, client: &Client) -> Result<(), String> {
+    /// Background work the peer needs while it runs (PgQ's ticker; with `maintain`, its
+    /// retry maintenance too); a no-op for PGMQ.
+    pub async fn tick(&self, client: &Client, maintain: bool) -> Result<(), String> {
         match self.kind {
             PeerKind::Pgmq => Ok(()),
-            PeerKind::Pgq => pgq::tick(client, &self.queue).await,
+            PeerKind::Pgq => pgq::tick(client, &self.queue, maintain).await,
+        }
+    }
+
+    /// The transactionIds the peer dead-lettered (PGMQ's archive; PgQ has none), for the audit.
+    pub async fn dead_lettered(&self, client: &Client) -> Result<Vec<String>, String> {
+        match self.kind {
+            PeerKind::Pgmq => pgmq::archived(client, &self.queue).await,
+            PeerKind::Pgq => Ok(Vec::new()),
         }
     }
 

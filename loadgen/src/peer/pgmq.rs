@@ -158,3 +158,20 @@ pub async fn backlog(client: &Client, queue: &str) -> Result<i64, String> {
         .map_err(db("pgmq.metrics"))?;
     Ok(row.get(0))
 }
+
+/// The transactionIds in the queue's archive (where `archive` moved them).
+pub async fn archived(client: &Client, queue: &str) -> Result<Vec<String>, String> {
+    if !queue.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+        return Err(format!(
+            "pgmq queue name `{queue}` is not a plain identifier"
+        ));
+    }
+    let rows = client
+        .query(&format!("SELECT message->>'txn' FROM pgmq.a_{queue}"), &[])
+        .await
+        .map_err(db("pgmq archive"))?;
+    Ok(rows
+        .iter()
+        .filter_map(|r| r.get::<_, Option<String>>(0))
+        .collect())
+}

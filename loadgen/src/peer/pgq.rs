@@ -1,8 +1,8 @@
 //! PgQ (Skytools' batch-cursor queue, Debian's `postgresql-15-pgq3`): events are grouped into
 //! batches by ticks, and a consumer takes the batch between its last tick and the next one.
-//! The load generator is the ticker (as `pgqd` would be): `pgq.ticker(queue)` ticks once
-//! `batch` events have arrived or 50 ms have passed, and retried events are moved back by
-//! `pgq.maint_retry_events()`. Mapping: a pop is `next_batch` + `get_batch_events`; the ack is
+//! The load generator is the ticker (as `pgqd` would be): every 100 ms it calls
+//! `pgq.ticker(queue)`, which ticks once `batch` events have arrived or 100 ms have passed, and
+//! once a second `pgq.maint_retry_events()` moves retried events back. Mapping: a pop is `next_batch` + `get_batch_events`; the ack is
 //! `finish_batch`; `retry` and `failed` are `event_retry` (PgQ keeps no retry budget of its
 //! own; `failed` past the budget is refused, since PgQ has no dead-letter queue).
 
@@ -11,7 +11,7 @@ use tokio_postgres::Client;
 use super::{db, ids_where, Answer, Answered, Asks, Consumed, Delivery, Produced, Setup};
 
 /// How long a tick may lag behind the first event waiting for it.
-const TICK_MAX_LAG: &str = "50 milliseconds";
+const TICK_MAX_LAG: &str = "100 milliseconds";
 
 /// PgQ has no leases (a batch is the consumer's until it finishes it), no dead-letter queue,
 /// and one reader per consumer name (cooperative consumers are a separate extension).
@@ -85,6 +85,15 @@ pub async fn install(client: &Client, setup: &Setup<'_>) -> Result<(), String> {
             "SELECT pgq.register_consumer($1, $2)",
             &[&queue, &setup.consumer],
         )
+        .await
+        .map_err(db("pgq.register_consumer"))?;
+    Ok(())
+}
+
+/// Subscribes another consumer (a consumer group of its own: it receives every event).
+pub async fn register(client: &Client, queue: &str, consumer: &str) -> Result<(), String> {
+    client
+        .execute("SELECT pgq.register_consumer($1, $2)", &[&queue, &consumer])
         .await
         .map_err(db("pgq.register_consumer"))?;
     Ok(())
@@ -174,16 +183,19 @@ pub async fn answer(
     })
 }
 
-/// What `pgqd` would do: tick the queue when due, and put retried events back.
-pub async fn tick(client: &Client, queue: &str) -> Result<(), String> {
+/// What `pgqd` would do: tick the queue when due, and (with `maintain`) put retried events
+/// back into it.
+pub async fn tick(client: &Client, queue: &str, maintain: bool) -> Result<(), String> {
     client
         .execute("SELECT pgq.ticker($1)", &[&queue])
         .await
         .map_err(db("pgq.ticker"))?;
-    client
-        .execute("SELECT pgq.maint_retry_events()", &[])
-        .await
-        .map_err(db("pgq.maint_retry_events"))?;
+    if maintain {
+        client
+            .execute("SELECT pgq.maint_retry_events()", &[])
+            .await
+            .map_err(db("pgq.maint_retry_events"))?;
+    }
     Ok(())
 }
 

@@ -134,7 +134,7 @@ async fn pgq_hands_out_ticked_batches_and_retries_what_asks() {
             .is_empty(),
         "not ticked yet"
     );
-    d.tick(&db.client).await.unwrap();
+    d.tick(&db.client, true).await.unwrap();
     let got = d.consume(&db.client, 3).await.unwrap();
     let txns: Vec<String> = got
         .deliveries
@@ -149,7 +149,7 @@ async fn pgq_hands_out_ticked_batches_and_retries_what_asks() {
     // The retried event comes back after maintenance and a tick.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     let redelivered = loop {
-        d.tick(&db.client).await.unwrap();
+        d.tick(&db.client, true).await.unwrap();
         let got = d.consume(&db.client, 3).await.unwrap();
         if !got.deliveries.is_empty() || std::time::Instant::now() > deadline {
             break got;

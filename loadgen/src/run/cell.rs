@@ -41,7 +41,7 @@ async fn measure(
 ) -> Result<RoundResults, String> {
     let run = &cr.scenario.run;
     let label = cr.label();
-    let mut workload = Workload::start(cr, &target.client, progress).await?;
+    let mut workload = Workload::start(cr, target, progress).await?;
     let window = if workload
         .warm_up(&label, run.warmup_secs, cancel, progress)
         .await
@@ -56,7 +56,7 @@ async fn measure(
             .drain(&label, run.drain_timeout_secs, cancel, progress)
             .await;
     workload.stop().await;
-    let audit = workload.audit(&target.client, drained).await;
+    let audit = workload.audit(target, drained).await;
     progress.finish();
     let (measured, series) = match window {
         Some((w, series)) => (Measured::of(&w), series),

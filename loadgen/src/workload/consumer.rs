@@ -64,7 +64,7 @@ struct Worker {
 
 pub async fn run(plan: ConsumerPlan, ctx: Arc<CellContext>) {
     let mut w = Worker {
-        conn: ctx.client.connection(),
+        conn: ctx.broker().connection(),
         routes: PopRoutes::new(&plan),
         body: BodyBuf::default(),
         rng: fastrand::Rng::with_seed(plan.seed),

@@ -4,6 +4,7 @@
 
 pub mod consumer;
 pub mod ledger;
+pub mod peer;
 pub mod producer;
 
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
@@ -92,7 +93,9 @@ impl CounterValues {
 }
 
 pub struct CellContext {
-    pub client: BrokerClient,
+    /// The broker the HTTP workers talk to; `None` in a peer cell (its workers hold their own
+    /// PostgreSQL connections).
+    pub client: Option<BrokerClient>,
     pub ledger: Ledger,
     pub latency: Recorder,
     pub counters: Counters,
@@ -102,7 +105,7 @@ pub struct CellContext {
 }
 
 impl CellContext {
-    pub fn new(client: BrokerClient, groups: usize) -> CellContext {
+    pub fn new(client: Option<BrokerClient>, groups: usize) -> CellContext {
         CellContext {
             client,
             ledger: Ledger::new(groups),
@@ -125,6 +128,13 @@ impl CellContext {
     pub fn set_phase(&self, p: Phase) {
         self.phase.store(p as u8, Ordering::SeqCst);
         self.latency.set_measuring(p == Phase::Measure);
+    }
+
+    /// The broker of a broker cell (HTTP workers run only there).
+    pub fn broker(&self) -> &BrokerClient {
+        self.client
+            .as_ref()
+            .expect("HTTP workers run only in broker cells")
     }
 
     pub fn error(&self, what: String) {

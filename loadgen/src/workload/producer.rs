@@ -95,7 +95,7 @@ pub struct Pusher {
 impl Pusher {
     pub fn new(plan: &ProducerPlan, ctx: &CellContext) -> Pusher {
         Pusher {
-            conn: ctx.client.connection(),
+            conn: ctx.broker().connection(),
             writer: PushWriter::new(plan),
         }
     }

@@ -194,3 +194,65 @@ fn aa_mode_runs_a_cell_and_its_twin_and_prints_their_noise() {
     assert!(gated.ends_with('%'), "a measured twin/cell ratio: {gated}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Peer cells run beside a broker cell on the same PostgreSQL: PGMQ and PgQ installed into a
+/// fresh database each, driven over SQL, audited, their statements folded by procedure.
+#[test]
+fn peers_run_beside_the_broker_and_are_audited() {
+    let _real_run = one_real_run_at_a_time();
+    let dir = temp_dir("e2e", "peers");
+    let text = r#"
+name = "peers"
+[queue]
+name = "peers"
+partitions = 4
+[prefill]
+messages_per_partition = 50
+batch = 50
+[producers]
+count = 2
+batch = 10
+mode = "open"
+rate = 200
+[consumers]
+count = 4
+pop_batch = 10
+[run]
+warmup_secs = 1
+duration_secs = 2
+drain_timeout_secs = 20
+rounds = 1
+cells = ["none"]
+peers = ["pgmq", "pgq"]
+seed = 3
+"#;
+    let (code, stdout, results) = run(&dir, text);
+    assert_eq!(code, 0, "{stdout}");
+    let names: Vec<&str> = results.cells.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(names, ["none", "pgmq", "pgq"]);
+    for (peer, consume, answer) in [
+        ("pgmq", "pgmq.read", "pgmq.delete"),
+        ("pgq", "pgq.next_batch", "pgq.finish_batch"),
+    ] {
+        let c = results.cell(peer).unwrap();
+        let a = &c.summary.audit;
+        assert_eq!((a.lost, a.pushed), (0, a.acked), "{peer}: {a:?}");
+        assert!(
+            a.pushed >= 200,
+            "{peer}: the prefill and the producers: {a:?}"
+        );
+        let round = &c.rounds[0];
+        let by_procedure = &round.figures.pg_exec_ms_per_ack_by_procedure;
+        for procedure in [consume, answer] {
+            assert!(
+                by_procedure.contains_key(procedure),
+                "{peer}: {procedure} measured: {by_procedure:?}"
+            );
+        }
+        assert!(
+            round.figures.ack_commits_per_ack > 0.0,
+            "{peer}: its answers are its acks"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

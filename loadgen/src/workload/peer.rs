@@ -1,0 +1,347 @@
+//! The workload of a peer cell: producers, consumers (and PgQ's ticker) driving a peer queue
+//! through `peer::Driver` over their own PostgreSQL connections, booking the same counters,
+//! latencies and ledger as the broker's workers, so a peer cell's figures and audit mean what a
+//! broker cell's do.
+//!
+//! What differs, and is said in the run's output: PgQ hands a batch to one reader, so each
+//! consumer group has exactly one PgQ consumer whatever `consumers.count` says; PGMQ has no
+//! partitions, so producers send to the one queue.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde::Deserialize;
+use tokio::task::JoinHandle;
+use tokio_postgres::{Client, NoTls};
+
+use ackbench_wire::{txn_hash, TxnHash};
+
+use super::{now_us, CellContext, Counters, Phase};
+use crate::peer::{Answer, Consumed, Driver, PeerKind, Produced};
+
+/// How often the load generator ticks a PgQ queue (as `pgqd` would), and every how many ticks
+/// it runs the retry maintenance.
+const TICK_EVERY: Duration = Duration::from_millis(100);
+const MAINTAIN_EVERY: u32 = 10;
+/// Pop size while draining (as the broker's consumers do).
+const DRAIN_BATCH: u32 = 1000;
+
+/// What a peer cell runs.
+#[derive(Clone)]
+pub struct PeerPlan {
+    pub driver: Arc<Driver>,
+    /// The database the peer is installed in.
+    pub url: String,
+    pub producers: u32,
+    pub batch: u32,
+    pub payload_bytes: u32,
+    /// Messages per second per producer (open loop); `None` = closed loop.
+    pub rate: Option<f64>,
+    /// Consumers per group (PGMQ); PgQ runs one per group.
+    pub consumers: u32,
+    /// PgQ consumer names, by ledger group index (PGMQ: one entry, unused).
+    pub groups: Vec<String>,
+    pub pop_batch: u32,
+    pub processing_ms: u64,
+    pub empty_backoff_ms: u64,
+    /// Cumulative shares of completed, failed, retry, dlq.
+    pub outcome_shares: [(&'static str, f64); 4],
+    /// Makes transactionIds unique across cells and rounds.
+    pub tag: String,
+    pub seed: u64,
+}
+
+impl PeerPlan {
+    /// Consumer workers per group, as the peer can run them.
+    pub fn consumers_per_group(&self) -> u32 {
+        match self.driver.kind {
+            PeerKind::Pgmq => self.consumers.max(1),
+            PeerKind::Pgq => 1,
+        }
+    }
+}
+
+/// A connection of its own, its driver task on the current runtime.
+pub async fn connect(url: &str) -> Result<Client, String> {
+    let (client, conn) = tokio_postgres::connect(url, NoTls)
+        .await
+        .map_err(|e| format!("peer: cannot connect to {url}: {e}"))?;
+    tokio::spawn(async move {
+        if let Err(e) = conn.await {
+            eprintln!("ackbench: peer connection closed: {e}");
+        }
+    });
+    Ok(client)
+}
+
+/// Produces `messages` as a backlog before anything is measured (no send time stamped).
+pub async fn prefill(
+    plan: &PeerPlan,
+    ctx: &CellContext,
+    messages: u64,
+    batch: u32,
+) -> Result<(), String> {
+    let client = connect(&plan.url).await?;
+    let mut writer = BatchWriter::new(plan, format!("{}-pre", plan.tag), batch);
+    let mut seq = 0u64;
+    while seq * (batch as u64) < messages {
+        let left = messages - seq * batch as u64;
+        writer.write(seq, None, left.min(batch as u64) as u32);
+        plan.driver.produce(&client, &writer.produced()).await?;
+        ctx.ledger.pushed(&writer.hashes);
+        Counters::bump(&ctx.counters.pushed_messages, writer.hashes.len() as u64);
+        seq += 1;
+    }
+    Ok(())
+}
+
+/// Starts the producers, the consumers and (PgQ) the ticker on the workload runtime.
+pub fn spawn(plan: &PeerPlan, ctx: &Arc<CellContext>) -> Vec<JoinHandle<()>> {
+    let load = super::runtime();
+    let mut tasks = Vec::new();
+    for id in 0..plan.producers {
+        tasks.push(load.spawn(produce(plan.clone(), id, ctx.clone())));
+    }
+    for group in 0..plan.groups.len() {
+        for id in 0..plan.consumers_per_group() {
+            tasks.push(load.spawn(consume(plan.clone(), group, id, ctx.clone())));
+        }
+    }
+    if plan.driver.kind == PeerKind::Pgq {
+        tasks.push(load.spawn(tick(plan.clone(), ctx.clone())));
+    }
+    tasks
+}
+
+/// Writes one producer's batches: transactionIds `{tag}-{producer}-{seq}-{i}` and payloads
+/// `{"ts": intended send time, "pad": ...}`.
+struct BatchWriter {
+    prefix: String,
+    pad: String,
+    ids: Vec<String>,
+    payloads: Vec<String>,
+    hashes: Vec<TxnHash>,
+}
+
+impl BatchWriter {
+    fn new(plan: &PeerPlan, prefix: String, batch: u32) -> BatchWriter {
+        BatchWriter {
+            prefix,
+            pad: "x".repeat(plan.payload_bytes as usize),
+            ids: Vec::with_capacity(batch as usize),
+            payloads: Vec::with_capacity(batch as usize),
+            hashes: Vec::with_capacity(batch as usize),
+        }
+    }
+
+    fn write(&mut self, seq: u64, ts: Option<u64>, count: u32) {
+        self.ids.clear();
+        self.payloads.clear();
+        self.hashes.clear();
+        for i in 0..count {
+            let id = format!("{}-{seq}-{i}", self.prefix);
+            self.hashes.push(txn_hash(&id));
+            self.ids.push(id);
+            self.payloads.push(match ts {
+                Some(ts) => format!(r#"{{"ts":{ts},"pad":"{}"}}"#, self.pad),
+                None => format!(r#"{{"pad":"{}"}}"#, self.pad),
+            });
+        }
+    }
+
+    fn produced(&self) -> Vec<Produced<'_>> {
+        self.ids
+            .iter()
+            .zip(&self.payloads)
+            .map(|(t, p)| Produced {
+                transaction_id: t,
+                payload_json: p,
+            })
+            .collect()
+    }
+}
+
+/// A producer: open loop on a schedule of intended send times, or closed loop.
+async fn produce(plan: PeerPlan, id: u32, ctx: Arc<CellContext>) {
+    let client = match connect(&plan.url).await {
+        Ok(c) => c,
+        Err(e) => return ctx.error(e),
+    };
+    let interval = plan
+        .rate
+        .map(|r| Duration::from_secs_f64(plan.batch as f64 / r));
+    let mut writer = BatchWriter::new(&plan, format!("{}-{id}", plan.tag), plan.batch);
+    let start = Instant::now();
+    let mut seq = 0u64;
+    while matches!(ctx.phase(), Phase::Warmup | Phase::Measure) {
+        let intended = match interval {
+            Some(iv) => {
+                let at = start + iv.mul_f64(seq as f64);
+                tokio::time::sleep_until(at.into()).await;
+                at
+            }
+            None => Instant::now(),
+        };
+        let intended_us = now_us().saturating_sub(intended.elapsed().as_micros() as u64);
+        writer.write(seq, Some(intended_us), plan.batch);
+        if interval.is_some() {
+            let lag = Instant::now().saturating_duration_since(intended);
+            ctx.latency.record("schedule_lag", lag);
+        }
+        let sent = plan.driver.produce(&client, &writer.produced()).await;
+        Counters::bump(&ctx.counters.push_requests, 1);
+        match sent {
+            Ok(()) => {
+                ctx.latency.record("push", intended.elapsed());
+                ctx.ledger.pushed(&writer.hashes);
+                Counters::bump(&ctx.counters.pushed_messages, writer.hashes.len() as u64);
+            }
+            Err(e) => ctx.error(format!("produce: {e}")),
+        }
+        seq += 1;
+    }
+}
+
+/// A consumer of ledger group `group`: consume, answer by the scenario's outcome mix (all
+/// `completed` while draining), book every answer.
+async fn consume(plan: PeerPlan, group: usize, id: u32, ctx: Arc<CellContext>) {
+    let client = match connect(&plan.url).await {
+        Ok(c) => c,
+        Err(e) => return ctx.error(e),
+    };
+    let mut driver = (*plan.driver).clone();
+    driver.consumer = plan.groups[group].clone();
+    let mut rng = fastrand::Rng::with_seed(plan.seed.wrapping_add(1000 + id as u64));
+    while ctx.phase() != Phase::Stop {
+        let draining = ctx.phase() == Phase::Drain;
+        let batch = if draining {
+            DRAIN_BATCH
+        } else {
+            plan.pop_batch
+        };
+        let started = Instant::now();
+        let consumed = driver.consume(&client, batch).await;
+        Counters::bump(&ctx.counters.pop_requests, 1);
+        match consumed {
+            Ok(c) if c.deliveries.is_empty() => {
+                if c.pgq_batch.is_some() {
+                    // An empty PgQ batch still has to be finished to move past its tick.
+                    let _ = driver.answer(&client, &c, &[]).await;
+                }
+                tokio::time::sleep(Duration::from_millis(plan.empty_backoff_ms.max(1))).await;
+            }
+            Ok(c) => {
+                ctx.latency.record("pop", started.elapsed());
+                answer(&plan, &driver, &client, group, &ctx, &c, draining, &mut rng).await;
+            }
+            Err(e) => {
+                ctx.error(format!("consume: {e}"));
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn answer(
+    plan: &PeerPlan,
+    driver: &Driver,
+    client: &Client,
+    group: usize,
+    ctx: &CellContext,
+    consumed: &Consumed,
+    draining: bool,
+    rng: &mut fastrand::Rng,
+) {
+    let hashes: Vec<TxnHash> = consumed
+        .deliveries
+        .iter()
+        .map(|d| txn_hash(&d.transaction_id))
+        .collect();
+    Counters::bump(&ctx.counters.popped_messages, hashes.len() as u64);
+    let again = ctx.ledger.delivered(group, &hashes);
+    Counters::bump(&ctx.counters.redeliveries, again);
+    if plan.processing_ms > 0 {
+        tokio::time::sleep(Duration::from_millis(plan.processing_ms)).await;
+    }
+    let answers: Vec<Answer> = hashes
+        .iter()
+        .map(|_| match draining {
+            true => Answer::Completed,
+            false => pick(&plan.outcome_shares, rng),
+        })
+        .collect();
+    let started = Instant::now();
+    let done = driver.answer(client, consumed, &answers).await;
+    Counters::bump(&ctx.counters.ack_requests, 1);
+    let done = match done {
+        Ok(d) => d,
+        Err(e) => return ctx.error(format!("answer: {e}")),
+    };
+    ctx.latency.record("ack", started.elapsed());
+    book(ctx, group, consumed, &answers, &done.dead_lettered);
+}
+
+/// Books each delivery's answer in the ledger; end-to-end latency from the stamped send time.
+fn book(ctx: &CellContext, group: usize, consumed: &Consumed, answers: &[Answer], dead: &[String]) {
+    let now = now_us();
+    let measuring = ctx.latency.measuring();
+    for (d, a) in consumed.deliveries.iter().zip(answers) {
+        let hash = txn_hash(&d.transaction_id);
+        let dead_lettered = dead.contains(&d.transaction_id);
+        let completed = *a == Answer::Completed;
+        if ctx
+            .ledger
+            .answered(group, &hash, completed, dead_lettered, false)
+        {
+            Counters::bump(&ctx.counters.acked_messages, 1);
+            if let Some(ts) = measuring.then(|| sent_at(&d.payload_json)).flatten() {
+                ctx.latency
+                    .record("e2e", Duration::from_micros(now.saturating_sub(ts)));
+            }
+        }
+    }
+}
+
+fn pick(shares: &[(&'static str, f64); 4], rng: &mut fastrand::Rng) -> Answer {
+    let total: f64 = shares.iter().map(|s| s.1).sum();
+    let mut x = rng.f64() * total;
+    for (name, share) in shares {
+        if x < *share {
+            return match *name {
+                "failed" => Answer::Failed,
+                "retry" => Answer::Retry,
+                "dlq" => Answer::Dlq,
+                _ => Answer::Completed,
+            };
+        }
+        x -= share;
+    }
+    Answer::Completed
+}
+
+/// The send time a producer stamped in the payload (`ts`, µs since the epoch).
+fn sent_at(payload: &str) -> Option<u64> {
+    #[derive(Deserialize)]
+    struct Stamp {
+        ts: Option<u64>,
+    }
+    serde_json::from_str::<Stamp>(payload).ok()?.ts
+}
+
+/// PgQ's ticker, until the workload stops.
+async fn tick(plan: PeerPlan, ctx: Arc<CellContext>) {
+    let client = match connect(&plan.url).await {
+        Ok(c) => c,
+        Err(e) => return ctx.error(e),
+    };
+    let mut ticks = 0u32;
+    while ctx.phase() != Phase::Stop {
+        let maintain = ticks.is_multiple_of(MAINTAIN_EVERY);
+        if let Err(e) = plan.driver.tick(&client, maintain).await {
+            ctx.error(format!("tick: {e}"));
+        }
+        ticks = ticks.wrapping_add(1);
+        tokio::time::sleep(TICK_EVERY).await;
+    }
+}
