@@ -7,7 +7,7 @@ use ackbench::scenario::{
 };
 use std::path::PathBuf;
 
-const SHIPPED: [&str; 7] = [
+const SHIPPED: [&str; 9] = [
     "deep-partitions",
     "tiny-batches",
     "mixed-nacks",
@@ -15,6 +15,8 @@ const SHIPPED: [&str; 7] = [
     "smoke",
     "drain-pop1",
     "drain-pop100",
+    "vs-peers",
+    "vs-peers-pop1",
 ];
 
 fn scenario_path(name: &str) -> PathBuf {
@@ -67,6 +69,16 @@ fn assert_mentions(err: &ScenarioError, words: &[&str]) {
 
 #[test]
 fn every_shipped_scenario_parses_and_validates() {
+    let dir = scenario_path("x").parent().unwrap().to_path_buf();
+    let mut on_disk: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter_map(|f| f.strip_suffix(".toml").map(str::to_string))
+        .collect();
+    on_disk.sort();
+    let mut listed: Vec<String> = SHIPPED.iter().map(|s| s.to_string()).collect();
+    listed.sort();
+    assert_eq!(on_disk, listed, "every scenario file is checked here");
     for name in SHIPPED {
         let s = shipped(name);
         assert_eq!(s.name, name);
@@ -109,6 +121,18 @@ fn shipped_scenarios_have_their_character() {
     let expiry = shipped("lease-expiry");
     assert!(expiry.lease_seconds() <= 5);
     assert!(expiry.consumers.stall > 0.0);
+}
+
+#[test]
+fn peer_scenarios_run_every_broker_cell_and_both_peers() {
+    for name in ["vs-peers", "vs-peers-pop1"] {
+        let s = shipped(name);
+        let mut expected = Cell::ALL.to_vec();
+        expected.extend(Cell::PEERS);
+        assert_eq!(s.run.cells, expected, "{name}");
+    }
+    assert_eq!(shipped("vs-peers").consumers.pop_batch, 100);
+    assert_eq!(shipped("vs-peers-pop1").consumers.pop_batch, 1);
 }
 
 #[test]
