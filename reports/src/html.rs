@@ -394,12 +394,12 @@ fn summary(h: &mut String, run: &RunModel, id: &str, title: &str) {
     let parts = [
         (
             "Throughput and what an acked message costs",
-            0..SUMMARY_SPLIT,
+            0..*SUMMARY_SPLIT,
             false,
         ),
         (
             "Accelerators, ack latency and the audit",
-            SUMMARY_SPLIT..SUMMARY_FIGURES.len(),
+            *SUMMARY_SPLIT..SUMMARY_FIGURES.len(),
             true,
         ),
     ];
@@ -417,10 +417,10 @@ fn summary(h: &mut String, run: &RunModel, id: &str, title: &str) {
                 "<th data-key=\"{}\">{}{}</th>",
                 esc(d.key),
                 esc(d.label),
-                if d.unit.is_empty() {
+                if d.column.is_empty() {
                     String::new()
                 } else {
-                    format!("<span class=\"unit\">{}</span>", esc(d.unit))
+                    format!("<span class=\"unit\">{}</span>", esc(d.column))
                 }
             );
         }
@@ -484,10 +484,10 @@ fn comparison(h: &mut String, m: &ReportModel, c: &Comparison) {
             "<tr data-key=\"{}\"><th scope=\"row\">{}{}</th>",
             esc(row.def.key),
             esc(row.def.label),
-            if row.def.unit.is_empty() {
+            if row.def.column.is_empty() {
                 String::new()
             } else {
-                format!("<span class=\"unit\">{}</span>", esc(row.def.unit))
+                format!("<span class=\"unit\">{}</span>", esc(row.def.column))
             }
         );
         for (cell, x) in c.cells.iter().zip(&row.cells) {

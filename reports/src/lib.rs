@@ -7,6 +7,7 @@
 
 pub mod capacity;
 pub mod charts;
+pub mod figures;
 pub mod html;
 pub mod model;
 pub mod results;

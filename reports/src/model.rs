@@ -4,10 +4,12 @@
 //! turns a `ChartSpec` into SVG and `html` lays the page out.
 
 use std::collections::BTreeMap;
+use std::sync::LazyLock;
 
 use hdrhistogram::Histogram;
 
-use crate::results::{Audit, CellResults, Figures, Percentiles, Results, RoundResults};
+use crate::figures::{self, View};
+use crate::results::{Audit, CellResults, Figures, Results, RoundResults};
 use crate::stats::{decode_histogram, Spread};
 
 /// The cell every other cell is compared with.
@@ -16,200 +18,29 @@ pub const BASELINE: &str = "none";
 /// The operations whose latency is measured, in the order the report shows them.
 pub const OPERATIONS: [&str; 4] = ["push", "pop", "ack", "e2e"];
 
-/// How a figure is written.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Format {
-    /// Per second, or a count: thousands grouped above 1000, three significant digits below.
-    Number,
-    /// A fraction shown as a percentage.
-    Percent,
-    /// Milliseconds.
-    Ms,
-}
+pub use crate::figures::{Better, FigureDef, Format, Needs};
 
-/// Which way a figure is better, for colouring ratios.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Better {
-    Lower,
-    Higher,
-    Neither,
-}
+/// The columns of the summary table, in order (the catalogue's `View::Summary` figures). The
+/// table is drawn in two parts (so it fits a screen): the figures before `SUMMARY_SPLIT`, then
+/// the accelerators' and the latency with the audit.
+pub static SUMMARY_FIGURES: LazyLock<Vec<&'static FigureDef>> =
+    LazyLock::new(|| figures::shown_in(View::Summary));
 
-/// An accelerator a figure only makes sense with.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Needs {
-    Nothing,
-    Registry,
-    Fusion,
-}
-
-/// A figure of the summary table.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct FigureDef {
-    /// The key `Figures::get` reads it by (`ack_throughput`, `latency_ms.ack.p99`).
-    pub key: &'static str,
-    pub label: &'static str,
-    pub unit: &'static str,
-    pub format: Format,
-    pub better: Better,
-    pub needs: Needs,
-}
-
-const fn fig(
-    key: &'static str,
-    label: &'static str,
-    unit: &'static str,
-    format: Format,
-    better: Better,
-    needs: Needs,
-) -> FigureDef {
-    FigureDef {
-        key,
-        label,
-        unit,
-        format,
-        better,
-        needs,
-    }
-}
-
-/// The columns of the summary table, in order. The table is drawn in two parts (so it fits a
-/// screen): the figures before `SUMMARY_SPLIT`, then the rest with the audit.
-pub const SUMMARY_FIGURES: &[FigureDef] = &[
-    fig(
-        "ack_throughput",
-        "Ack throughput",
-        "msg/s",
-        Format::Number,
-        Better::Higher,
-        Needs::Nothing,
-    ),
-    fig(
-        "push_throughput",
-        "Push throughput",
-        "msg/s",
-        Format::Number,
-        Better::Higher,
-        Needs::Nothing,
-    ),
-    fig(
-        "commits_per_sec",
-        "Commits",
-        "/s",
-        Format::Number,
-        Better::Neither,
-        Needs::Nothing,
-    ),
-    fig(
-        "commits_per_ack",
-        "Commits per acked msg",
-        "all commits",
-        Format::Number,
-        Better::Lower,
-        Needs::Nothing,
-    ),
-    fig(
-        "ack_commits_per_ack",
-        "Ack commits per acked msg",
-        "ack procedures",
-        Format::Number,
-        Better::Lower,
-        Needs::Nothing,
-    ),
-    fig(
-        "wal_syncs_per_ack",
-        "WAL syncs per acked msg",
-        "",
-        Format::Number,
-        Better::Lower,
-        Needs::Nothing,
-    ),
-    fig(
-        "wal_syncs_per_commit",
-        "WAL syncs per commit",
-        "group commit",
-        Format::Number,
-        Better::Neither,
-        Needs::Nothing,
-    ),
-    fig(
-        "wal_bytes_per_ack",
-        "WAL bytes per acked msg",
-        "bytes",
-        Format::Number,
-        Better::Lower,
-        Needs::Nothing,
-    ),
-    fig(
-        "pg_exec_ms_per_ack",
-        "PostgreSQL time per acked msg",
-        "ms",
-        Format::Ms,
-        Better::Lower,
-        Needs::Nothing,
-    ),
-    fig(
-        "registry_hit_rate",
-        "Registry hit rate",
-        "%",
-        Format::Percent,
-        Better::Higher,
-        Needs::Registry,
-    ),
-    fig(
-        "fusion_rows_per_commit",
-        "Fusion rows per commit",
-        "rows",
-        Format::Number,
-        Better::Higher,
-        Needs::Fusion,
-    ),
-    fig(
-        "latency_ms.ack.p50",
-        "Ack p50",
-        "ms",
-        Format::Ms,
-        Better::Lower,
-        Needs::Nothing,
-    ),
-    fig(
-        "latency_ms.ack.p99",
-        "Ack p99",
-        "ms",
-        Format::Ms,
-        Better::Lower,
-        Needs::Nothing,
-    ),
-    fig(
-        "latency_ms.ack.p999",
-        "Ack p99.9",
-        "ms",
-        Format::Ms,
-        Better::Lower,
-        Needs::Nothing,
-    ),
-];
-
-/// Where the summary table's second part begins (`registry_hit_rate`).
-pub const SUMMARY_SPLIT: usize = 9;
+/// Where the summary table's second part begins: its first accelerator figure.
+pub static SUMMARY_SPLIT: LazyLock<usize> = LazyLock::new(|| {
+    SUMMARY_FIGURES
+        .iter()
+        .position(|d| d.needs != Needs::Nothing)
+        .unwrap_or(SUMMARY_FIGURES.len())
+});
 
 /// The figures a comparison draws one chart each for.
-pub const KEY_FIGURES: &[&str] = &[
-    "ack_throughput",
-    "commits_per_sec",
-    "commits_per_ack",
-    "wal_syncs_per_ack",
-    "pg_exec_ms_per_ack",
-    "registry_hit_rate",
-    "fusion_rows_per_commit",
-    "latency_ms.ack.p50",
-    "latency_ms.ack.p99",
-    "latency_ms.ack.p999",
-];
+pub static KEY_FIGURES: LazyLock<Vec<&'static FigureDef>> =
+    LazyLock::new(|| figures::shown_in(View::KeyChart));
 
-/// The definition of a summary figure by key.
+/// The definition of a figure by key.
 pub fn figure_def(key: &str) -> Option<&'static FigureDef> {
-    SUMMARY_FIGURES.iter().find(|d| d.key == key)
+    figures::def(key)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -283,68 +114,7 @@ fn format_range(s: &Spread, format: Format) -> String {
 
 /// A summary figure by the key `Figures::get` understands.
 pub fn summary_figure(f: &Figures<Spread>, key: &str) -> Option<Spread> {
-    let parts: Vec<&str> = key.split('.').collect();
-    let pct = |p: &Percentiles<Spread>, name: &str| -> Option<Spread> {
-        Some(match name {
-            "count" => p.count,
-            "mean" => p.mean,
-            "p50" => p.p50,
-            "p90" => p.p90,
-            "p99" => p.p99,
-            "p999" => p.p999,
-            "max" => p.max,
-            _ => return None,
-        })
-    };
-    match parts.as_slice() {
-        ["latency_ms", op, p] => pct(f.latency_ms.get(*op)?, p),
-        ["latency_uncorrected_ms", op, p] => pct(f.latency_uncorrected_ms.get(*op)?, p),
-        ["statements", name, field] => {
-            let s = f.statements.get(*name)?;
-            Some(match *field {
-                "calls" => s.calls,
-                "total_exec_ms" => s.total_exec_ms,
-                "rows" => s.rows,
-                "wal_bytes" => s.wal_bytes,
-                _ => return None,
-            })
-        }
-        ["pg_exec_ms_per_ack_by_procedure", name] => {
-            f.pg_exec_ms_per_ack_by_procedure.get(*name).copied()
-        }
-        [name] => Some(match *name {
-            "acked_messages" => f.acked_messages,
-            "ack_requests" => f.ack_requests,
-            "pushed_messages" => f.pushed_messages,
-            "push_requests" => f.push_requests,
-            "popped_messages" => f.popped_messages,
-            "pop_requests" => f.pop_requests,
-            "ack_throughput" => f.ack_throughput,
-            "push_throughput" => f.push_throughput,
-            "commits" => f.commits,
-            "write_commits" => f.write_commits,
-            "commits_per_sec" => f.commits_per_sec,
-            "commits_per_ack" => f.commits_per_ack,
-            "ack_commits_per_ack" => f.ack_commits_per_ack,
-            "commits_per_ack_request" => f.commits_per_ack_request,
-            "wal_records" => f.wal_records,
-            "wal_bytes" => f.wal_bytes,
-            "wal_syncs" => f.wal_syncs,
-            "wal_syncs_per_ack" => f.wal_syncs_per_ack,
-            "wal_syncs_per_commit" => f.wal_syncs_per_commit,
-            "wal_bytes_per_ack" => f.wal_bytes_per_ack,
-            "pg_exec_ms_per_ack" => f.pg_exec_ms_per_ack,
-            "registry_hit_rate" => f.registry_hit_rate,
-            "fusion_rows_per_commit" => f.fusion_rows_per_commit,
-            "redeliveries" => f.redeliveries,
-            "errors" => f.errors,
-            "loadgen_cpu_us_per_op" => f.loadgen_cpu_us_per_op,
-            "broker_cpu_cores" => f.broker_cpu_cores,
-            "broker_cpu_us_per_request" => f.broker_cpu_us_per_request,
-            _ => return None,
-        }),
-        _ => None,
-    }
+    f.get(key)
 }
 
 fn applies(cell: &CellResults, needs: Needs) -> bool {
@@ -841,8 +611,7 @@ pub fn build_comparison(a: &Results, b: &Results) -> ReportModel {
     ];
     let mut key_charts: Vec<ChartSpec> = KEY_FIGURES
         .iter()
-        .filter_map(|k| figure_def(k))
-        .map(|def| compare_bar_chart(a, b, &cells, def, &run_a.label, &run_b.label))
+        .map(|&def| compare_bar_chart(a, b, &cells, def, &run_a.label, &run_b.label))
         .collect();
     key_charts.insert(0, {
         let mut c = series_chart(&runs, &cells, SeriesKind::Commits, false);
@@ -1173,7 +942,7 @@ fn run_model(r: &Results, tag: &str, label: &str) -> RunModel {
             rounds: c.summary.rounds.max(c.rounds.len() as u32),
             figures: SUMMARY_FIGURES
                 .iter()
-                .map(|d| figure_cell(d, c, base))
+                .map(|&d| figure_cell(d, c, base))
                 .collect(),
             audit: c.summary.audit,
             audit_text: audit_text(&c.summary.audit),
@@ -1288,7 +1057,7 @@ fn run_model(r: &Results, tag: &str, label: &str) -> RunModel {
 fn comparison(a: &Results, b: &Results, cells: &[String]) -> Comparison {
     let rows = SUMMARY_FIGURES
         .iter()
-        .map(|def| CompareRow {
+        .map(|&def| CompareRow {
             def,
             cells: cells
                 .iter()
@@ -1989,10 +1758,10 @@ fn compare_bar_chart(
             bars: vec![bar(a, Run::A, n), bar(b, Run::B, n)],
         })
         .collect();
-    let unit = if def.unit.is_empty() {
+    let unit = if def.column.is_empty() {
         String::new()
     } else {
-        format!(" ({})", def.unit)
+        format!(" ({})", def.column)
     };
     let better = match def.better {
         Better::Lower => " Lower is better.",
@@ -2058,7 +1827,7 @@ mod tests {
 
     #[test]
     fn summary_split_is_at_the_accelerator_figures() {
-        assert_eq!(SUMMARY_FIGURES[SUMMARY_SPLIT].key, "registry_hit_rate");
+        assert_eq!(SUMMARY_FIGURES[*SUMMARY_SPLIT].key, "registry_hit_rate");
     }
 
     #[test]
