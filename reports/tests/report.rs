@@ -389,7 +389,7 @@ fn scenario_text_and_names_are_escaped() {
     assert!(!html.contains("<script>"), "unescaped script");
     assert!(!html.contains("<img src=x"));
     assert!(!html.contains("<b>bold</b>"));
-    assert!(html.contains("&lt;/pre&gt;&lt;script&gt;alert(&#39;boom&#39;)&lt;/script&gt;"));
+    assert!(html.contains("&lt;/pre&gt;&lt;script&gt;alert('boom')&lt;/script&gt;"));
     assert!(html.contains("&lt;b&gt;bold&lt;/b&gt; &amp; &quot;quoted&quot;"));
 }
 
