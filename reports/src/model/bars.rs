@@ -43,213 +43,233 @@ fn per_round_spread(c: &CellResults, f: impl Fn(&RoundResults) -> Option<f64>) -
     (!vs.is_empty()).then(|| Spread::of(&vs))
 }
 
-pub(super) fn commits_by_procedure(r: &Results, cells: &[String]) -> ChartSpec {
-    let procs = procedures(r, |c| {
-        c.summary
-            .figures
-            .statements
-            .iter()
-            .map(|(k, s)| (k.clone(), s.calls.max))
-            .collect()
-    });
-    let mut groups = Vec::new();
-    for p in &procs {
-        groups.push(BarGroup {
-            label: p.clone(),
-            bars: cells
-                .iter()
-                .map(|name| {
-                    let value = r.cell(name).and_then(|c| {
-                        per_round_spread(c, |round| {
-                            let calls = round.figures.statements.get(p).map(|s| s.calls)?;
-                            let acked = round.figures.acked_messages;
-                            (acked > 0.0).then(|| calls / acked)
-                        })
-                    });
-                    Bar {
-                        cell: name.clone(),
-                        run: Run::A,
-                        value,
-                        note: None,
-                    }
-                })
-                .collect(),
-        });
-    }
-    for (label, key) in [
-        ("ack procedures", "ack_commits_per_ack"),
-        ("all commits", "commits_per_ack"),
-    ] {
-        groups.push(BarGroup {
-            label: label.into(),
-            bars: cells
-                .iter()
-                .map(|name| Bar {
-                    cell: name.clone(),
-                    run: Run::A,
-                    value: r
-                        .cell(name)
-                        .and_then(|c| summary_figure(&c.summary.figures, key)),
-                    note: None,
-                })
-                .collect(),
-        });
-    }
-    ChartSpec {
-        id: "commits-by-procedure".into(),
-        title: "Commits per acked message, by procedure".into(),
-        how_to_read: "Top-level calls of each procedure (each one its own transaction) per acked message; bars are medians over rounds, whiskers min–max. \"ack procedures\" adds the ack procedures up; \"all commits\" is every commit of the database (xact_commit) per acked message. What an accelerator saves is its drop against the none bar.".into(),
-        x: Axis {
-            label: "procedure (pg_stat_statements, top level)".into(),
-            scale: Scale::Linear,
-        },
-        y: Axis {
-            label: "commits per acked message".into(),
-            scale: Scale::Linear,
-        },
-        value_format: Format::Number,
-        body: ChartBody::Bars(groups),
-        legend: cell_legend(cells, Mark::Box),
-        wide: true,
-        y_max: None,
-    }
-}
-
-pub(super) fn pg_ms_by_procedure(r: &Results, cells: &[String]) -> ChartSpec {
-    let procs = procedures(r, |c| {
-        c.summary
-            .figures
-            .pg_exec_ms_per_ack_by_procedure
-            .iter()
-            .map(|(k, s)| (k.clone(), s.max))
-            .collect()
-    });
-    let mut groups: Vec<BarGroup> = procs
-        .iter()
-        .map(|p| BarGroup {
-            label: p.clone(),
-            bars: cells
-                .iter()
-                .map(|name| Bar {
-                    cell: name.clone(),
-                    run: Run::A,
-                    value: r.cell(name).and_then(|c| {
-                        c.summary
-                            .figures
-                            .pg_exec_ms_per_ack_by_procedure
-                            .get(p)
-                            .copied()
-                    }),
-                    note: None,
-                })
-                .collect(),
-        })
-        .collect();
-    groups.push(BarGroup {
-        label: "total".into(),
+/// One bar per cell in a group, valued by `value`.
+fn group(label: &str, cells: &[String], value: impl Fn(&str) -> Option<Spread>) -> BarGroup {
+    BarGroup {
+        label: label.to_string(),
         bars: cells
             .iter()
             .map(|name| Bar {
                 cell: name.clone(),
                 run: Run::A,
-                value: r.cell(name).map(|c| c.summary.figures.pg_exec_ms_per_ack),
+                value: value(name),
                 note: None,
             })
             .collect(),
-    });
-    ChartSpec {
-        id: "pg-ms-by-procedure".into(),
-        title: "PostgreSQL execution time per acked message, by procedure".into(),
-        how_to_read: "pg_stat_statements total execution time of each procedure per acked message (medians over rounds, whiskers min–max); it excludes the commit and its fsync, which the commit chart above covers.".into(),
-        x: Axis {
-            label: "procedure (pg_stat_statements, top level)".into(),
-            scale: Scale::Linear,
-        },
-        y: Axis {
-            label: "PostgreSQL ms per acked message".into(),
-            scale: Scale::Linear,
-        },
-        value_format: Format::Ms,
-        body: ChartBody::Bars(groups),
-        legend: cell_legend(cells, Mark::Box),
-        wide: true,
-        y_max: None,
     }
 }
 
-pub(super) fn accelerator_chart(r: &Results, cells: &[String], key: &'static str) -> ChartSpec {
-    let def = figure_def(key).expect("known figure");
-    let percent = def.format == Format::Percent;
-    let groups = cells
-        .iter()
-        .map(|name| {
-            let c = r.cell(name);
-            let on = c.map(|c| applies(c, def.needs)).unwrap_or(false);
-            let value = c
-                .filter(|_| on)
-                .and_then(|c| summary_figure(&c.summary.figures, key))
-                .filter(|s| s.median.is_finite())
-                .map(|s| {
-                    if percent {
-                        Spread {
-                            median: s.median * 100.0,
-                            min: s.min * 100.0,
-                            max: s.max * 100.0,
-                        }
-                    } else {
-                        s
-                    }
-                });
-            let note = match (c, on, value) {
-                (None, _, _) => Some("not run".to_string()),
-                (_, false, _) => Some("off".to_string()),
-                (_, true, None) => Some("no data".to_string()),
-                _ => None,
-            };
-            BarGroup {
-                label: name.clone(),
-                bars: vec![Bar {
-                    cell: name.clone(),
-                    run: Run::A,
-                    value,
-                    note,
-                }],
-            }
-        })
-        .collect();
-    let (id, title, how, y) = if key == "registry_hit_rate" {
-        (
-            "registry-hit-rate",
-            "Ack registry hit rate",
-            "Share of acks the registry resolved to a positional advance (hits / (hits + misses), from the broker's /metrics) instead of the hash path; median over rounds, whiskers min–max. \"off\": the cell runs without the registry.",
-            "hit rate (%)",
-        )
-    } else {
-        (
-            "fusion-rows-per-commit",
-            "Ack fusion rows per commit",
-            "Cursor advances committed per fusion flush transaction (from the broker's /metrics); higher means more acks share one commit. \"off\": the cell runs without fusion.",
-            "rows per flush commit",
-        )
-    };
+/// A page-wide chart of bar groups by procedure.
+fn by_procedure_chart(
+    id: &str,
+    title: &str,
+    how_to_read: &str,
+    y: &str,
+    value_format: Format,
+    groups: Vec<BarGroup>,
+    cells: &[String],
+) -> ChartSpec {
     ChartSpec {
         id: id.into(),
         title: title.into(),
-        how_to_read: how.into(),
+        how_to_read: how_to_read.into(),
         x: Axis {
-            label: "cell".into(),
+            label: "procedure (pg_stat_statements, top level)".into(),
             scale: Scale::Linear,
         },
         y: Axis {
             label: y.into(),
             scale: Scale::Linear,
         },
-        value_format: Format::Number,
+        value_format,
         body: ChartBody::Bars(groups),
         legend: cell_legend(cells, Mark::Box),
-        wide: false,
-        y_max: percent.then_some(100.0),
+        wide: true,
+        y_max: None,
     }
+}
+
+/// A procedure's top-level calls per acked message, spread over the cell's rounds.
+fn calls_per_ack(r: &Results, cell: &str, procedure: &str) -> Option<Spread> {
+    per_round_spread(r.cell(cell)?, |round| {
+        let calls = round.figures.statements.get(procedure).map(|s| s.calls)?;
+        let acked = round.figures.acked_messages;
+        (acked > 0.0).then(|| calls / acked)
+    })
+}
+
+pub(super) fn commits_by_procedure(r: &Results, cells: &[String]) -> ChartSpec {
+    let procs = procedures(r, |c| {
+        let statements = &c.summary.figures.statements;
+        statements
+            .iter()
+            .map(|(k, s)| (k.clone(), s.calls.max))
+            .collect()
+    });
+    let mut groups: Vec<BarGroup> = procs
+        .iter()
+        .map(|p| group(p, cells, |name| calls_per_ack(r, name, p)))
+        .collect();
+    for (label, key) in [
+        ("ack procedures", "ack_commits_per_ack"),
+        ("all commits", "commits_per_ack"),
+    ] {
+        groups.push(group(label, cells, |name| {
+            r.cell(name)
+                .and_then(|c| summary_figure(&c.summary.figures, key))
+        }));
+    }
+    by_procedure_chart(
+        "commits-by-procedure",
+        "Commits per acked message, by procedure",
+        "Top-level calls of each procedure (each one its own transaction) per acked message; bars are medians over rounds, whiskers min–max. \"ack procedures\" adds the ack procedures up; \"all commits\" is every commit of the database (xact_commit) per acked message. What an accelerator saves is its drop against the none bar.",
+        "commits per acked message",
+        Format::Number,
+        groups,
+        cells,
+    )
+}
+
+pub(super) fn pg_ms_by_procedure(r: &Results, cells: &[String]) -> ChartSpec {
+    let by_procedure = |c: &CellResults| c.summary.figures.pg_exec_ms_per_ack_by_procedure.clone();
+    let procs = procedures(r, |c| {
+        by_procedure(c)
+            .into_iter()
+            .map(|(k, s)| (k, s.max))
+            .collect()
+    });
+    let mut groups: Vec<BarGroup> = procs
+        .iter()
+        .map(|p| {
+            group(p, cells, |name| {
+                r.cell(name).and_then(|c| by_procedure(c).get(p).copied())
+            })
+        })
+        .collect();
+    groups.push(group("total", cells, |name| {
+        r.cell(name).map(|c| c.summary.figures.pg_exec_ms_per_ack)
+    }));
+    by_procedure_chart(
+        "pg-ms-by-procedure",
+        "PostgreSQL execution time per acked message, by procedure",
+        "pg_stat_statements total execution time of each procedure per acked message (medians over rounds, whiskers min–max); it excludes the commit and its fsync, which the commit chart above covers.",
+        "PostgreSQL ms per acked message",
+        Format::Ms,
+        groups,
+        cells,
+    )
+}
+
+/// A cell's bar of a catalogue figure: its summary spread (percentages scaled to 0–100), or a
+/// note saying why there is none.
+fn figure_bar(r: &Results, run: Run, name: &str, def: &FigureDef) -> Bar {
+    let c = r.cell(name);
+    let on = c.is_some_and(|c| applies(c, def.needs));
+    let k = if def.format == Format::Percent {
+        100.0
+    } else {
+        1.0
+    };
+    let value = c
+        .filter(|_| on)
+        .and_then(|c| summary_figure(&c.summary.figures, def.key))
+        .filter(|s| s.median.is_finite())
+        .map(|s| Spread {
+            median: s.median * k,
+            min: s.min * k,
+            max: s.max * k,
+        });
+    let note = match (c, on, value) {
+        (None, _, _) => Some("not run".to_string()),
+        (_, false, _) => Some("off".to_string()),
+        (_, true, None) => Some("no data".to_string()),
+        _ => None,
+    };
+    Bar {
+        cell: name.to_string(),
+        run,
+        value,
+        note,
+    }
+}
+
+/// A chart of one bar per cell against the cell axis.
+fn cell_bar_chart(id: String, title: String, how_to_read: String, y: String) -> ChartSpec {
+    ChartSpec {
+        id,
+        title,
+        how_to_read,
+        x: Axis {
+            label: "cell".into(),
+            scale: Scale::Linear,
+        },
+        y: Axis {
+            label: y,
+            scale: Scale::Linear,
+        },
+        value_format: Format::Number,
+        body: ChartBody::Bars(Vec::new()),
+        legend: Vec::new(),
+        wide: false,
+        y_max: None,
+    }
+}
+
+/// Id, title, how to read and y axis of an accelerator's chart.
+fn accelerator_words(key: &str) -> [&'static str; 4] {
+    if key == "registry_hit_rate" {
+        [
+            "registry-hit-rate",
+            "Ack registry hit rate",
+            "Share of acks the registry resolved to a positional advance (hits / (hits + misses), from the broker's /metrics) instead of the hash path; median over rounds, whiskers min–max. \"off\": the cell runs without the registry.",
+            "hit rate (%)",
+        ]
+    } else {
+        [
+            "fusion-rows-per-commit",
+            "Ack fusion rows per commit",
+            "Cursor advances committed per fusion flush transaction (from the broker's /metrics); higher means more acks share one commit. \"off\": the cell runs without fusion.",
+            "rows per flush commit",
+        ]
+    }
+}
+
+pub(super) fn accelerator_chart(r: &Results, cells: &[String], key: &'static str) -> ChartSpec {
+    let def = figure_def(key).expect("known figure");
+    let groups = cells
+        .iter()
+        .map(|name| BarGroup {
+            label: name.clone(),
+            bars: vec![figure_bar(r, Run::A, name, def)],
+        })
+        .collect();
+    let [id, title, how, y] = accelerator_words(key);
+    ChartSpec {
+        body: ChartBody::Bars(groups),
+        legend: cell_legend(cells, Mark::Box),
+        y_max: (def.format == Format::Percent).then_some(100.0),
+        ..cell_bar_chart(id.into(), title.into(), how.into(), y.into())
+    }
+}
+
+fn better_words(better: Better) -> &'static str {
+    match better {
+        Better::Lower => " Lower is better.",
+        Better::Higher => " Higher is better.",
+        Better::Neither => "",
+    }
+}
+
+fn run_legend(label_a: &str, label_b: &str) -> Vec<LegendItem> {
+    let item = |label: String, mark| LegendItem {
+        label,
+        cell: None,
+        mark,
+    };
+    vec![
+        item(format!("A: {label_a}"), Mark::Box),
+        item(format!("B: {label_b}"), Mark::LightBox),
+    ]
 }
 
 pub(super) fn compare_bar_chart(
@@ -261,38 +281,11 @@ pub(super) fn compare_bar_chart(
     label_b: &str,
 ) -> ChartSpec {
     let percent = def.format == Format::Percent;
-    let bar = |r: &Results, run: Run, name: &str| {
-        let c = r.cell(name);
-        let on = c.map(|c| applies(c, def.needs)).unwrap_or(false);
-        let value = c
-            .filter(|_| on)
-            .and_then(|c| summary_figure(&c.summary.figures, def.key))
-            .filter(|s| s.median.is_finite())
-            .map(|s| {
-                let k = if percent { 100.0 } else { 1.0 };
-                Spread {
-                    median: s.median * k,
-                    min: s.min * k,
-                    max: s.max * k,
-                }
-            });
-        let note = match (c, on) {
-            (None, _) => Some("not run".to_string()),
-            (_, false) => Some("off".to_string()),
-            _ => value.is_none().then(|| "no data".to_string()),
-        };
-        Bar {
-            cell: name.to_string(),
-            run,
-            value,
-            note,
-        }
-    };
     let groups = cells
         .iter()
         .map(|n| BarGroup {
             label: n.clone(),
-            bars: vec![bar(a, Run::A, n), bar(b, Run::B, n)],
+            bars: vec![figure_bar(a, Run::A, n, def), figure_bar(b, Run::B, n, def)],
         })
         .collect();
     let unit = if def.column.is_empty() {
@@ -300,44 +293,25 @@ pub(super) fn compare_bar_chart(
     } else {
         format!(" ({})", def.column)
     };
-    let better = match def.better {
-        Better::Lower => " Lower is better.",
-        Better::Higher => " Higher is better.",
-        Better::Neither => "",
+    let y_unit = if percent {
+        " (%)".to_string()
+    } else {
+        unit.clone()
     };
-    ChartSpec {
-        id: format!("compare-{}", def.key.replace('.', "-")),
-        title: format!("{}{unit}: A against B", def.label),
-        how_to_read: format!(
-            "Per cell, run A (solid bar) beside run B (light bar); medians over rounds, whiskers min–max.{better}"
+    let chart = cell_bar_chart(
+        format!("compare-{}", def.key.replace('.', "-")),
+        format!("{}{unit}: A against B", def.label),
+        format!(
+            "Per cell, run A (solid bar) beside run B (light bar); medians over rounds, whiskers min–max.{}",
+            better_words(def.better)
         ),
-        x: Axis {
-            label: "cell".into(),
-            scale: Scale::Linear,
-        },
-        y: Axis {
-            label: format!(
-                "{}{}",
-                def.label.to_lowercase(),
-                if percent { " (%)".to_string() } else { unit }
-            ),
-            scale: Scale::Linear,
-        },
+        format!("{}{y_unit}", def.label.to_lowercase()),
+    );
+    ChartSpec {
         value_format: if percent { Format::Number } else { def.format },
         body: ChartBody::Bars(groups),
-        legend: vec![
-            LegendItem {
-                label: format!("A: {label_a}"),
-                cell: None,
-                mark: Mark::Box,
-            },
-            LegendItem {
-                label: format!("B: {label_b}"),
-                cell: None,
-                mark: Mark::LightBox,
-            },
-        ],
-        wide: false,
+        legend: run_legend(label_a, label_b),
         y_max: percent.then_some(100.0),
+        ..chart
     }
 }

@@ -34,47 +34,42 @@ pub struct Comparison {
     pub lost: Vec<(Option<u64>, Option<u64>)>,
 }
 
+/// One figure of one cell in both runs.
+fn compare_cell(a: &Results, b: &Results, def: &'static FigureDef, name: &str) -> CompareCell {
+    let fa = a.cell(name).map(|c| figure_cell(def, c, a.cell(BASELINE)));
+    let fb = b.cell(name).map(|c| figure_cell(def, c, b.cell(BASELINE)));
+    let (va, vb) = (
+        fa.as_ref().and_then(|f| f.value),
+        fb.as_ref().and_then(|f| f.value),
+    );
+    let ratio = match (va, vb) {
+        (Some(x), Some(y)) if x.median != 0.0 => Some(y.median / x.median),
+        _ => None,
+    };
+    let distinct = match (va, vb) {
+        (Some(x), Some(y)) => x.max < y.min || y.max < x.min,
+        _ => false,
+    };
+    let tone = match ratio {
+        Some(r) if distinct => tone_of(&Spread::of(&[r]), def.better, false),
+        _ => Tone::Same,
+    };
+    CompareCell {
+        a: fa,
+        b: fb,
+        ratio,
+        ratio_text: ratio.map(format_ratio).unwrap_or_else(|| "—".into()),
+        tone,
+        distinct,
+    }
+}
+
 pub(super) fn comparison(a: &Results, b: &Results, cells: &[String]) -> Comparison {
     let rows = SUMMARY_FIGURES
         .iter()
         .map(|&def| CompareRow {
             def,
-            cells: cells
-                .iter()
-                .map(|name| {
-                    let fa = a.cell(name).map(|c| figure_cell(def, c, a.cell(BASELINE)));
-                    let fb = b.cell(name).map(|c| figure_cell(def, c, b.cell(BASELINE)));
-                    let va = fa.as_ref().and_then(|f| f.value);
-                    let vb = fb.as_ref().and_then(|f| f.value);
-                    let ratio = match (va, vb) {
-                        (Some(x), Some(y)) if x.median != 0.0 => Some(y.median / x.median),
-                        _ => None,
-                    };
-                    let distinct = match (va, vb) {
-                        (Some(x), Some(y)) => x.max < y.min || y.max < x.min,
-                        _ => false,
-                    };
-                    let tone = match ratio {
-                        Some(r) if distinct => {
-                            let s = Spread {
-                                median: r,
-                                min: r,
-                                max: r,
-                            };
-                            tone_of(&s, def.better, false)
-                        }
-                        _ => Tone::Same,
-                    };
-                    CompareCell {
-                        a: fa,
-                        b: fb,
-                        ratio,
-                        ratio_text: ratio.map(format_ratio).unwrap_or_else(|| "—".into()),
-                        tone,
-                        distinct,
-                    }
-                })
-                .collect(),
+            cells: cells.iter().map(|n| compare_cell(a, b, def, n)).collect(),
         })
         .collect();
     let lost = cells

@@ -130,6 +130,65 @@ fn capitalise(s: &str) -> String {
 /// Buckets per decade of the latency histograms.
 const HISTOGRAM_BUCKETS_PER_DECADE: f64 = 10.0;
 
+/// Counts of a histogram in the log buckets `first..=last` (bucket k covers
+/// 10^(k/b)..10^((k+1)/b) microseconds).
+fn bucket_counts(h: &Histogram<u64>, first: i64, last: i64) -> Vec<u64> {
+    let b = HISTOGRAM_BUCKETS_PER_DECADE;
+    let mut counts = vec![0u64; (last - first + 1) as usize];
+    for v in h.iter_recorded() {
+        let us = v.value_iterated_to().max(1) as f64;
+        let i = ((us.log10() * b).floor() as i64).clamp(first, last) - first;
+        counts[i as usize] += v.count_at_value();
+    }
+    counts
+}
+
+/// The outline of a histogram's buckets as a step line: (ms, share %) points, from and back to
+/// zero.
+fn bucket_outline(h: &Histogram<u64>, first: i64, last: i64) -> Vec<(f64, f64)> {
+    let b = HISTOGRAM_BUCKETS_PER_DECADE;
+    let total = h.len() as f64;
+    let mut points = Vec::new();
+    for (i, n) in bucket_counts(h, first, last).iter().enumerate() {
+        let k = (first + i as i64) as f64;
+        let x0 = 10f64.powf(k / b) / 1000.0;
+        let x1 = 10f64.powf((k + 1.0) / b) / 1000.0;
+        let share = *n as f64 / total * 100.0;
+        if points.is_empty() {
+            points.push((x0, 0.0));
+        }
+        points.push((x0, share));
+        points.push((x1, share));
+    }
+    if let Some(&(x, _)) = points.last() {
+        points.push((x, 0.0));
+    }
+    points
+}
+
+/// One outline per cell, on buckets shared by every cell's histogram.
+fn histogram_lines(hists: &[(String, Histogram<u64>)]) -> Vec<Line> {
+    if hists.is_empty() {
+        return Vec::new();
+    }
+    let lo = hists.iter().map(|(_, h)| h.min().max(1)).min().unwrap_or(1) as f64;
+    let hi = hists.iter().map(|(_, h)| h.max().max(1)).max().unwrap_or(1) as f64;
+    let b = HISTOGRAM_BUCKETS_PER_DECADE;
+    let (first, last) = (
+        (lo.log10() * b).floor() as i64,
+        (hi.log10() * b).floor() as i64,
+    );
+    hists
+        .iter()
+        .map(|(name, h)| Line {
+            cell: name.clone(),
+            run: Run::A,
+            faint: false,
+            points: bucket_outline(h, first, last),
+        })
+        .collect()
+}
+
 pub(super) fn histogram_chart(
     r: &Results,
     cells: &[String],
@@ -144,44 +203,6 @@ pub(super) fn histogram_chart(
             (!h.is_empty()).then(|| (n.clone(), h))
         })
         .collect();
-    let mut lines = Vec::new();
-    if !hists.is_empty() {
-        let lo = hists.iter().map(|(_, h)| h.min().max(1)).min().unwrap_or(1) as f64;
-        let hi = hists.iter().map(|(_, h)| h.max().max(1)).max().unwrap_or(1) as f64;
-        let b = HISTOGRAM_BUCKETS_PER_DECADE;
-        let first = (lo.log10() * b).floor() as i64;
-        let last = (hi.log10() * b).floor() as i64;
-        for (name, h) in &hists {
-            let mut counts = vec![0u64; (last - first + 1) as usize];
-            for v in h.iter_recorded() {
-                let us = v.value_iterated_to().max(1) as f64;
-                let i = ((us.log10() * b).floor() as i64).clamp(first, last) - first;
-                counts[i as usize] += v.count_at_value();
-            }
-            let total = h.len() as f64;
-            let mut points = Vec::new();
-            for (i, n) in counts.iter().enumerate() {
-                let k = (first + i as i64) as f64;
-                let x0 = 10f64.powf(k / b) / 1000.0;
-                let x1 = 10f64.powf((k + 1.0) / b) / 1000.0;
-                let share = *n as f64 / total * 100.0;
-                if points.is_empty() {
-                    points.push((x0, 0.0));
-                }
-                points.push((x0, share));
-                points.push((x1, share));
-            }
-            if let Some(&(x, _)) = points.last() {
-                points.push((x, 0.0));
-            }
-            lines.push(Line {
-                cell: name.clone(),
-                run: Run::A,
-                faint: false,
-                points,
-            });
-        }
-    }
     let unit = if op == "e2e" { "messages" } else { "requests" };
     ChartSpec {
         id: format!("histogram-{op}"),
@@ -198,7 +219,7 @@ pub(super) fn histogram_chart(
             scale: Scale::Linear,
         },
         value_format: Format::Number,
-        body: ChartBody::Lines(lines),
+        body: ChartBody::Lines(histogram_lines(&hists)),
         legend: cell_legend(cells, Mark::Line),
         wide: false,
         y_max: None,

@@ -119,67 +119,71 @@ pub fn build(results: &Results) -> ReportModel {
     }
 }
 
-/// The model of a comparison: `a` is the baseline, `b` the run compared with it; ratios are B/A.
-pub fn build_comparison(a: &Results, b: &Results) -> ReportModel {
+/// What the reader should know before comparing two runs at all.
+fn comparability_warnings(a: &Results, b: &Results) -> Vec<String> {
+    let (ma, mb) = (&a.meta, &b.meta);
     let mut warnings = Vec::new();
-    let run_a = run_model(a, "A", &run_label(a));
-    let run_b = run_model(b, "B", &run_label(b));
-    if a.meta.scenario.hash != b.meta.scenario.hash {
+    if ma.scenario.hash != mb.scenario.hash {
         warnings.push(format!(
             "The runs ran different scenario files ({} {} vs {} {}): figures may not be comparable.",
-            a.meta.scenario.name, a.meta.scenario.hash, b.meta.scenario.name, b.meta.scenario.hash
+            ma.scenario.name, ma.scenario.hash, mb.scenario.name, mb.scenario.hash
         ));
     }
-    if a.meta.machine.cores != b.meta.machine.cores
-        || a.meta.postgres.version != b.meta.postgres.version
-        || a.meta.postgres.settings != b.meta.postgres.settings
+    if ma.machine.cores != mb.machine.cores
+        || ma.postgres.version != mb.postgres.version
+        || ma.postgres.settings != mb.postgres.settings
     {
         warnings.push(
             "The runs ran on different machines or PostgreSQL setups (see the headers).".into(),
         );
     }
+    warnings
+}
+
+/// The legend keys telling run A's lines (solid) from run B's (dashed).
+fn run_legend(run_a: &RunModel, run_b: &RunModel) -> Vec<LegendItem> {
+    let item = |label: String, mark| LegendItem {
+        label,
+        cell: None,
+        mark,
+    };
+    vec![
+        item(format!("A: {}", run_a.label), Mark::Line),
+        item(format!("B: {}", run_b.label), Mark::DashedLine),
+    ]
+}
+
+fn with_legend(mut chart: ChartSpec, extra: &[LegendItem]) -> ChartSpec {
+    chart.legend.extend(extra.iter().cloned());
+    chart
+}
+
+/// The model of a comparison: `a` is the baseline, `b` the run compared with it; ratios are B/A.
+pub fn build_comparison(a: &Results, b: &Results) -> ReportModel {
+    let mut warnings = comparability_warnings(a, b);
+    let run_a = run_model(a, "A", &run_label(a));
+    let run_b = run_model(b, "B", &run_label(b));
     let cells = cell_names(&[a, b]);
-    let comparison = comparison::comparison(a, b, &cells);
     let runs = [(Run::A, a), (Run::B, b)];
-    let legend_runs = vec![
-        LegendItem {
-            label: format!("A: {}", run_a.label),
-            cell: None,
-            mark: Mark::Line,
-        },
-        LegendItem {
-            label: format!("B: {}", run_b.label),
-            cell: None,
-            mark: Mark::DashedLine,
-        },
-    ];
-    let mut key_charts: Vec<ChartSpec> = KEY_FIGURES
+    let legend = run_legend(&run_a, &run_b);
+    let series = |kind| with_legend(series_chart(&runs, &cells, kind, false), &legend);
+    let mut key_charts = vec![series(SeriesKind::Commits), series(SeriesKind::Acks)];
+    key_charts.extend(
+        KEY_FIGURES
+            .iter()
+            .map(|&def| compare_bar_chart(a, b, &cells, def, &run_a.label, &run_b.label)),
+    );
+    let latency = OPERATIONS
         .iter()
-        .map(|&def| compare_bar_chart(a, b, &cells, def, &run_a.label, &run_b.label))
+        .map(|op| with_legend(spectrum_chart(&runs, &cells, op, &mut warnings), &legend))
         .collect();
-    key_charts.insert(0, {
-        let mut c = series_chart(&runs, &cells, SeriesKind::Commits, false);
-        c.legend.extend(legend_runs.clone());
-        c
-    });
-    key_charts.insert(1, {
-        let mut c = series_chart(&runs, &cells, SeriesKind::Acks, false);
-        c.legend.extend(legend_runs.clone());
-        c
-    });
-    let mut latency = Vec::new();
-    for op in OPERATIONS {
-        let mut c = spectrum_chart(&runs, &cells, op, &mut warnings);
-        c.legend.extend(legend_runs.clone());
-        latency.push(c);
-    }
     ReportModel {
         title: format!(
             "ackbench comparison: {} (A) vs {} (B)",
             a.meta.scenario.name, b.meta.scenario.name
         ),
+        comparison: Some(comparison::comparison(a, b, &cells)),
         runs: vec![run_a, run_b],
-        comparison: Some(comparison),
         chart_sections: vec![
             ChartSection {
                 id: "key-figures".into(),

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use super::chart::{cell_legend, Axis, ChartBody, ChartSpec, LegendItem, Line, Mark, Run, Scale};
 use crate::figures::Format;
-use crate::results::{Results, RoundResults};
+use crate::results::{CellResults, Results, RoundResults};
 use crate::stats::Spread;
 
 #[derive(Clone, Copy)]
@@ -71,54 +71,41 @@ fn median_series(rounds: &[Vec<(f64, f64)>]) -> Vec<(f64, f64)> {
         .collect()
 }
 
-pub(super) fn series_chart(
-    runs: &[(Run, &Results)],
-    cells: &[String],
-    kind: SeriesKind,
-    with_rounds: bool,
-) -> ChartSpec {
+/// A cell's lines: each round faint behind (when asked and there are several), then the median.
+fn cell_lines(run: Run, c: &CellResults, kind: SeriesKind, with_rounds: bool) -> Vec<Line> {
+    let line = |faint, points| Line {
+        cell: c.name.clone(),
+        run,
+        faint,
+        points,
+    };
+    let rounds: Vec<Vec<(f64, f64)>> = c.rounds.iter().map(|x| round_series(x, kind)).collect();
     let mut lines = Vec::new();
-    let several_rounds = runs
-        .iter()
-        .any(|(_, r)| r.cells.iter().any(|c| c.rounds.len() > 1));
-    for (run, r) in runs {
-        for name in cells {
-            let Some(c) = r.cell(name) else { continue };
-            let rounds: Vec<Vec<(f64, f64)>> =
-                c.rounds.iter().map(|x| round_series(x, kind)).collect();
-            if with_rounds && c.rounds.len() > 1 {
-                for pts in &rounds {
-                    lines.push(Line {
-                        cell: name.clone(),
-                        run: *run,
-                        faint: true,
-                        points: downsample_to(pts.clone(), MAX_ROUND_POINTS),
-                    });
-                }
-            }
-            lines.push(Line {
-                cell: name.clone(),
-                run: *run,
-                faint: false,
-                points: downsample(median_series(&rounds)),
-            });
+    if with_rounds && c.rounds.len() > 1 {
+        for pts in &rounds {
+            lines.push(line(true, downsample_to(pts.clone(), MAX_ROUND_POINTS)));
         }
     }
-    let mut legend = cell_legend(cells, Mark::Line);
-    if with_rounds && several_rounds {
-        legend.push(LegendItem {
-            label: "thin: single rounds".into(),
-            cell: None,
-            mark: Mark::FaintLine,
-        });
-    }
-    let rounds_note = match (runs.len() > 1, with_rounds && several_rounds) {
+    lines.push(line(false, downsample(median_series(&rounds))));
+    lines
+}
+
+/// The sentence on what the lines are, which depends on runs and rounds.
+fn rounds_note(compared: bool, faint_rounds: bool, several_rounds: bool) -> &'static str {
+    match (compared, faint_rounds) {
         (true, _) => " Each line is the median over a run's rounds at each second; solid: run A, dashed: run B.",
         (false, true) => " Thick lines: median over rounds at each second; thin lines: each round.",
         (false, false) if several_rounds => " Lines: median over rounds at each second.",
         _ => "",
-    };
-    let (id, title, y, how) = match kind {
+    }
+}
+
+/// Id, title, y axis and how to read the chart of a kind of series.
+fn words(
+    kind: SeriesKind,
+    rounds_note: &str,
+) -> (&'static str, &'static str, &'static str, String) {
+    match kind {
         SeriesKind::Commits => (
             "commit-rate",
             "Commit rate over time",
@@ -135,7 +122,36 @@ pub(super) fn series_chart(
                 "Messages acknowledged per second of the measured window.{rounds_note} Dips show stalls; a steady line means the cell kept up."
             ),
         ),
-    };
+    }
+}
+
+pub(super) fn series_chart(
+    runs: &[(Run, &Results)],
+    cells: &[String],
+    kind: SeriesKind,
+    with_rounds: bool,
+) -> ChartSpec {
+    let several_rounds = runs
+        .iter()
+        .any(|(_, r)| r.cells.iter().any(|c| c.rounds.len() > 1));
+    let lines: Vec<Line> = runs
+        .iter()
+        .flat_map(|(run, r)| {
+            let cells = cells.iter().filter_map(|name| r.cell(name));
+            cells.flat_map(move |c| cell_lines(*run, c, kind, with_rounds))
+        })
+        .collect();
+    let faint_rounds = with_rounds && several_rounds;
+    let mut legend = cell_legend(cells, Mark::Line);
+    if faint_rounds {
+        legend.push(LegendItem {
+            label: "thin: single rounds".into(),
+            cell: None,
+            mark: Mark::FaintLine,
+        });
+    }
+    let note = rounds_note(runs.len() > 1, faint_rounds, several_rounds);
+    let (id, title, y, how) = words(kind, note);
     ChartSpec {
         id: id.into(),
         title: title.into(),
