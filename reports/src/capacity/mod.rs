@@ -416,4 +416,17 @@ mod tests {
         assert!(!html.contains(&cell_colour_hex(REFERENCE)));
         assert!(html.contains("#0072B2"), "registry+fusion's colour");
     }
+
+    #[test]
+    fn user_text_on_the_capacity_page_is_escaped() {
+        let mut d = doc();
+        d.meta.scenario.name = "<b>cap</b>".into();
+        d.meta.scenario.text = "rate = 1 # </pre><script>x()</script>".into();
+        d.meta.notes = vec!["<img src=x>".into()];
+        d.cells[1].stopped = "<i>stopped</i>".into();
+        let html = render_capacity(&d).unwrap();
+        assert!(!html.contains("<script>") && !html.contains("<img") && !html.contains("<b>cap"));
+        assert!(!html.contains("<i>stopped"));
+        assert!(html.contains("&lt;/pre&gt;&lt;script&gt;x()&lt;/script&gt;"));
+    }
 }
