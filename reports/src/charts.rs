@@ -9,13 +9,17 @@ use std::error::Error;
 
 use std::ops::Range;
 
+use plotters::coord::cartesian::Cartesian2d;
 use plotters::coord::ranged1d::{DefaultFormatting, KeyPointHint, Ranged};
 use plotters::coord::types::RangedCoordf64;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
-use crate::model::{BarGroup, ChartBody, ChartSpec, Format, LegendItem, Line, Mark, Run, Scale};
+use crate::model::{
+    Bar, BarGroup, ChartBody, ChartSpec, Format, LegendItem, Line, Mark, Run, Scale,
+};
+use crate::stats::Spread;
 
 /// Pixel size of a chart spanning the page, and of one in the two-column grid.
 pub const WIDE_SIZE: (u32, u32) = (1360, 400);
@@ -370,70 +374,29 @@ fn percentile_tick_text(t: f64) -> String {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Line charts
+// The plot area
 
-fn draw_lines(area: &Area, spec: &ChartSpec, lines: &[Line]) -> Res<()> {
-    let transformed: Vec<(&Line, Vec<(f64, f64)>)> = lines
-        .iter()
-        .map(|l| {
-            let pts = l
-                .points
-                .iter()
-                .filter_map(|(x, y)| Some((to_axis(spec.x.scale, *x)?, to_axis(spec.y.scale, *y)?)))
-                .collect();
-            (l, pts)
-        })
-        .collect();
-    let all = || transformed.iter().flat_map(|(_, p)| p.iter());
-    let fold = |f: fn(&(f64, f64)) -> f64| {
-        all()
-            .map(f)
-            .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| {
-                (lo.min(v), hi.max(v))
-            })
-    };
-    let (x_lo, x_hi) = fold(|p| p.0);
-    let (y_lo, y_hi) = fold(|p| p.1);
-    if !x_lo.is_finite() || !y_lo.is_finite() {
-        return draw_empty(area, spec);
-    }
+/// How a tick is labelled.
+type TickLabel = Box<dyn Fn(&f64) -> String>;
 
-    type Axis = (f64, f64, Vec<f64>, Box<dyn Fn(&f64) -> String>);
-    let x_axis: Axis = match spec.x.scale {
-        Scale::Linear => {
-            let (a, b, t, d) = linear_axis(x_lo, x_hi, false, 10);
-            // Time and similar axes end at the data, not at the next tick.
-            let (a, b) = if x_hi > x_lo { (x_lo, x_hi) } else { (a, b) };
-            let t = t
-                .into_iter()
-                .filter(|v| *v >= a - 1e-9 && *v <= b + 1e-9)
-                .collect();
-            (a, b, t, Box::new(move |v: &f64| tick_text(*v, d)))
-        }
-        Scale::Log => {
-            let (a, b, t) = log_axis(10f64.powf(x_lo), 10f64.powf(x_hi));
-            (a, b, t, Box::new(|v: &f64| log_tick_text(*v)))
-        }
-        Scale::Percentile => {
-            let (a, b, t) = percentile_axis(x_hi);
-            (a, b, t, Box::new(|v: &f64| percentile_tick_text(*v)))
-        }
-    };
-    let y_axis: Axis = match spec.y.scale {
-        Scale::Linear => {
-            let (a, b, t, d) = linear_axis(y_lo.min(0.0), y_hi, true, 6);
-            (a, b, t, Box::new(move |v: &f64| tick_text(*v, d)))
-        }
-        Scale::Log => {
-            let (a, b, t) = log_axis(10f64.powf(y_lo), 10f64.powf(y_hi));
-            (a, b, t, Box::new(|v: &f64| log_tick_text(*v)))
-        }
-        Scale::Percentile => {
-            let (a, b, t) = percentile_axis(y_hi);
-            (a, b, t, Box::new(|v: &f64| percentile_tick_text(*v)))
-        }
-    };
+/// An axis as drawn: its range, its ticks and how a tick is labelled.
+struct TickAxis {
+    lo: f64,
+    hi: f64,
+    ticks: Vec<f64>,
+    label: TickLabel,
+}
 
+type Plot<'a, 'b> = ChartContext<'a, SVGBackend<'b>, Cartesian2d<Ticked, Ticked>>;
+
+/// The plot's coordinates and mesh: grid, axis descriptions and tick labels.
+fn plot<'a, 'b>(
+    area: &'a Area<'b>,
+    spec: &ChartSpec,
+    x: &TickAxis,
+    y: &TickAxis,
+    x_mesh: bool,
+) -> Res<Plot<'a, 'b>> {
     let mut chart = ChartBuilder::on(area)
         .margin_left(10)
         .margin_right(24)
@@ -442,37 +405,131 @@ fn draw_lines(area: &Area, spec: &ChartSpec, lines: &[Line]) -> Res<()> {
         .x_label_area_size(52)
         .y_label_area_size(78)
         .build_cartesian_2d(
-            Ticked::new(x_axis.0..x_axis.1, x_axis.2),
-            Ticked::new(y_axis.0..y_axis.1, y_axis.2),
+            Ticked::new(x.lo..x.hi, x.ticks.clone()),
+            Ticked::new(y.lo..y.hi, y.ticks.clone()),
         )?;
-    chart
-        .configure_mesh()
-        .x_desc(spec.x.label.as_str())
+    let mut mesh = chart.configure_mesh();
+    if !x_mesh {
+        mesh.disable_x_mesh();
+    }
+    mesh.x_desc(spec.x.label.as_str())
         .y_desc(spec.y.label.as_str())
-        .x_label_formatter(&x_axis.3)
-        .y_label_formatter(&y_axis.3)
+        .x_label_formatter(&x.label)
+        .y_label_formatter(&y.label)
         .bold_line_style(GRID)
         .light_line_style(TRANSPARENT)
         .axis_style(MUTED)
         .axis_desc_style((FONT, 16).into_font().color(&TEXT))
         .label_style((FONT, 14).into_font().color(&TEXT))
         .draw()?;
+    Ok(chart)
+}
 
-    // Faint lines underneath, then run A, then run B on top.
-    let order = |(l, _): &&(&Line, Vec<(f64, f64)>)| (!l.faint, l.run == Run::B);
-    let mut sorted: Vec<&(&Line, Vec<(f64, f64)>)> = transformed.iter().collect();
-    sorted.sort_by_key(order);
-    for (line, pts) in sorted {
-        if pts.is_empty() {
-            continue;
+// ---------------------------------------------------------------------------------------------
+// Line charts
+
+/// Each line's points on the axes' linear coordinates (log10 and percentile applied); points
+/// a scale cannot place (zero on a log axis) are dropped.
+fn on_axes<'l>(spec: &ChartSpec, lines: &'l [Line]) -> Vec<(&'l Line, Vec<(f64, f64)>)> {
+    let place =
+        |(x, y): &(f64, f64)| Some((to_axis(spec.x.scale, *x)?, to_axis(spec.y.scale, *y)?));
+    lines
+        .iter()
+        .map(|l| (l, l.points.iter().filter_map(place).collect()))
+        .collect()
+}
+
+/// The lowest and highest of `values`; infinite when there are none.
+fn span(values: impl Iterator<Item = f64>) -> (f64, f64) {
+    values.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| {
+        (lo.min(v), hi.max(v))
+    })
+}
+
+/// The x axis of a line chart over data from `lo` to `hi` (axis coordinates).
+fn x_axis(scale: Scale, lo: f64, hi: f64) -> TickAxis {
+    match scale {
+        Scale::Linear => {
+            let (a, b, t, d) = linear_axis(lo, hi, false, 10);
+            // Time and similar axes end at the data, not at the next tick.
+            let (a, b) = if hi > lo { (lo, hi) } else { (a, b) };
+            let ticks = t
+                .into_iter()
+                .filter(|v| *v >= a - 1e-9 && *v <= b + 1e-9)
+                .collect();
+            let label = Box::new(move |v: &f64| tick_text(*v, d));
+            TickAxis {
+                lo: a,
+                hi: b,
+                ticks,
+                label,
+            }
         }
-        let c = cell_colour(&line.cell);
-        let style = match (line.faint, line.run) {
-            (true, _) => c.mix(0.3).stroke_width(1),
-            (false, Run::A) => c.stroke_width(2),
-            (false, Run::B) => c.mix(DASH_ALPHA).stroke_width(2),
-        };
-        chart.draw_series(LineSeries::new(pts.iter().copied(), style))?;
+        other => scaled_axis(other, lo, hi),
+    }
+}
+
+/// The y axis of a line chart: linear ones start at zero.
+fn y_axis(scale: Scale, lo: f64, hi: f64) -> TickAxis {
+    match scale {
+        Scale::Linear => {
+            let (a, b, ticks, d) = linear_axis(lo.min(0.0), hi, true, 6);
+            let label = Box::new(move |v: &f64| tick_text(*v, d));
+            TickAxis {
+                lo: a,
+                hi: b,
+                ticks,
+                label,
+            }
+        }
+        other => scaled_axis(other, lo, hi),
+    }
+}
+
+/// A log or percentile axis.
+fn scaled_axis(scale: Scale, lo: f64, hi: f64) -> TickAxis {
+    let ((a, b, ticks), label): (_, TickLabel) = match scale {
+        Scale::Percentile => (percentile_axis(hi), Box::new(|v| percentile_tick_text(*v))),
+        _ => (
+            log_axis(10f64.powf(lo), 10f64.powf(hi)),
+            Box::new(|v| log_tick_text(*v)),
+        ),
+    };
+    TickAxis {
+        lo: a,
+        hi: b,
+        ticks,
+        label,
+    }
+}
+
+fn line_style(line: &Line) -> ShapeStyle {
+    let c = cell_colour(&line.cell);
+    match (line.faint, line.run) {
+        (true, _) => c.mix(0.3).stroke_width(1),
+        (false, Run::A) => c.stroke_width(2),
+        (false, Run::B) => c.mix(DASH_ALPHA).stroke_width(2),
+    }
+}
+
+fn draw_lines(area: &Area, spec: &ChartSpec, lines: &[Line]) -> Res<()> {
+    let placed = on_axes(spec, lines);
+    let all = || placed.iter().flat_map(|(_, p)| p.iter());
+    let (x_lo, x_hi) = span(all().map(|p| p.0));
+    let (y_lo, y_hi) = span(all().map(|p| p.1));
+    if !x_lo.is_finite() || !y_lo.is_finite() {
+        return draw_empty(area, spec);
+    }
+    let (x, y) = (
+        x_axis(spec.x.scale, x_lo, x_hi),
+        y_axis(spec.y.scale, y_lo, y_hi),
+    );
+    let mut chart = plot(area, spec, &x, &y, true)?;
+    // Faint lines underneath, then run A, then run B on top.
+    let mut sorted: Vec<&(&Line, Vec<(f64, f64)>)> = placed.iter().collect();
+    sorted.sort_by_key(|(l, _)| (!l.faint, l.run == Run::B));
+    for (line, pts) in sorted.into_iter().filter(|(_, p)| !p.is_empty()) {
+        chart.draw_series(LineSeries::new(pts.iter().copied(), line_style(line)))?;
     }
     Ok(())
 }
@@ -487,8 +544,8 @@ fn bar_text(v: f64, format: Format) -> String {
     }
 }
 
-fn draw_bars(area: &Area, spec: &ChartSpec, groups: &[BarGroup], width: u32) -> Res<()> {
-    let n = groups.len().max(1);
+/// The top of the value axis: room above the highest whisker, capped at `y_max`.
+fn bars_top(spec: &ChartSpec, groups: &[BarGroup]) -> f64 {
     let y_hi = groups
         .iter()
         .flat_map(|g| g.bars.iter())
@@ -497,110 +554,128 @@ fn draw_bars(area: &Area, spec: &ChartSpec, groups: &[BarGroup], width: u32) -> 
         .filter(|v| v.is_finite())
         .fold(0.0f64, f64::max);
     let y_hi = if y_hi > 0.0 { y_hi * 1.12 } else { 1.0 };
-    let y_hi = match spec.y_max {
+    match spec.y_max {
         Some(cap) if y_hi > cap => cap.max(y_hi / 1.12),
         _ => y_hi,
-    };
-    let (y0, y1, y_ticks, d) = linear_axis(0.0, y_hi, true, 6);
+    }
+}
+
+/// The categorical x axis: one tick per group, labelled with the group's name.
+fn group_axis(groups: &[BarGroup]) -> TickAxis {
+    let n = groups.len().max(1);
     let labels: Vec<String> = groups.iter().map(|g| g.label.clone()).collect();
-    let x_fmt = move |v: &f64| {
+    let label = Box::new(move |v: &f64| {
         let i = v.round();
         if i >= 0.0 && (i as usize) < labels.len() && (v - i).abs() < 1e-6 {
             labels[i as usize].clone()
         } else {
             String::new()
         }
-    };
-    let y_fmt = move |v: &f64| tick_text(*v, d);
-    let mut chart = ChartBuilder::on(area)
-        .margin_left(10)
-        .margin_right(24)
-        .margin_top(8)
-        .margin_bottom(6)
-        .x_label_area_size(52)
-        .y_label_area_size(78)
-        .build_cartesian_2d(
-            Ticked::new(-0.5..n as f64 - 0.5, (0..n).map(|i| i as f64).collect()),
-            Ticked::new(y0..y1, y_ticks),
-        )?;
-    chart
-        .configure_mesh()
-        .disable_x_mesh()
-        .x_desc(spec.x.label.as_str())
-        .y_desc(spec.y.label.as_str())
-        .x_label_formatter(&x_fmt)
-        .y_label_formatter(&y_fmt)
-        .bold_line_style(GRID)
-        .light_line_style(TRANSPARENT)
-        .axis_style(MUTED)
-        .axis_desc_style((FONT, 16).into_font().color(&TEXT))
-        .label_style((FONT, 14).into_font().color(&TEXT))
-        .draw()?;
+    });
+    TickAxis {
+        lo: -0.5,
+        hi: n as f64 - 0.5,
+        ticks: (0..n).map(|i| i as f64).collect(),
+        label,
+    }
+}
 
+/// Where a bar stands: its edges on the x axis, the whisker caps' half width, and whether its
+/// value fits above it.
+struct Slot {
+    x0: f64,
+    x1: f64,
+    cap: f64,
+    labelled: bool,
+}
+
+impl Slot {
+    fn centre(&self) -> f64 {
+        (self.x0 + self.x1) / 2.0
+    }
+}
+
+fn text_style(colour: &RGBColor) -> TextStyle<'static> {
+    (FONT, 13)
+        .into_font()
+        .color(colour)
+        .pos(Pos::new(HPos::Center, VPos::Bottom))
+}
+
+/// The min–max whisker of a spread; returns the top of what was drawn.
+fn draw_whisker(chart: &mut Plot, s: &Slot, v: &Spread) -> Res<f64> {
+    if !(v.max > v.min && v.max.is_finite() && v.min.is_finite()) {
+        return Ok(v.median);
+    }
+    let (xc, cap, whisker) = (s.centre(), s.cap, TEXT.stroke_width(1));
+    chart.draw_series([
+        PathElement::new(vec![(xc, v.min), (xc, v.max)], whisker),
+        PathElement::new(vec![(xc - cap, v.min), (xc + cap, v.min)], whisker),
+        PathElement::new(vec![(xc - cap, v.max), (xc + cap, v.max)], whisker),
+    ])?;
+    Ok(v.max.max(v.median))
+}
+
+/// A bar with a value: run A filled, run B light with an outline; its whisker and its value.
+fn draw_value_bar(chart: &mut Plot, spec: &ChartSpec, s: &Slot, bar: &Bar, v: &Spread) -> Res<()> {
+    let c = cell_colour(&bar.cell);
+    let corners = [(s.x0, 0.0), (s.x1, v.median)];
+    let fill = match bar.run {
+        Run::A => c.filled(),
+        Run::B => c.mix(0.35).filled(),
+    };
+    chart.draw_series(std::iter::once(Rectangle::new(corners, fill)))?;
+    if bar.run == Run::B {
+        chart.draw_series(std::iter::once(Rectangle::new(corners, c.stroke_width(1))))?;
+    }
+    let top = draw_whisker(chart, s, v)?;
+    if s.labelled {
+        let text = bar_text(v.median, spec.value_format);
+        let label =
+            EmptyElement::at((s.centre(), top)) + Text::new(text, (0, -4), text_style(&TEXT));
+        chart.draw_series(std::iter::once(label))?;
+    }
+    Ok(())
+}
+
+/// A bar: its value, or its note (`off`, `no data`) where the bar would stand.
+fn draw_bar(chart: &mut Plot, spec: &ChartSpec, s: &Slot, bar: &Bar) -> Res<()> {
+    match (&bar.value, &bar.note) {
+        (Some(v), _) if v.median.is_finite() => draw_value_bar(chart, spec, s, bar, v),
+        (_, Some(note)) => {
+            let text = Text::new(note.clone(), (0, -4), text_style(&MUTED));
+            chart.draw_series(std::iter::once(EmptyElement::at((s.centre(), 0.0)) + text))?;
+            Ok(())
+        }
+        _ => Ok(()),
+    }
+}
+
+fn draw_bars(area: &Area, spec: &ChartSpec, groups: &[BarGroup], width: u32) -> Res<()> {
+    let n = groups.len().max(1);
+    let (y0, y1, ticks, d) = linear_axis(0.0, bars_top(spec, groups), true, 6);
+    let y = TickAxis {
+        lo: y0,
+        hi: y1,
+        ticks,
+        label: Box::new(move |v: &f64| tick_text(*v, d)),
+    };
+    let mut chart = plot(area, spec, &group_axis(groups), &y, false)?;
     let plot_px = width as f64 - 120.0;
-    let value_style = (FONT, 13)
-        .into_font()
-        .color(&TEXT)
-        .pos(Pos::new(HPos::Center, VPos::Bottom));
-    let note_style = (FONT, 13)
-        .into_font()
-        .color(&MUTED)
-        .pos(Pos::new(HPos::Center, VPos::Bottom));
     for (gi, g) in groups.iter().enumerate() {
         let k = g.bars.len().max(1);
         let slot = (0.8 / k as f64).min(0.5);
         let start = gi as f64 - slot * k as f64 / 2.0;
-        let bar_px = plot_px / n as f64 * slot * 0.84;
+        let labelled = plot_px / n as f64 * slot * 0.84 >= 34.0;
         for (bi, bar) in g.bars.iter().enumerate() {
             let x0 = start + bi as f64 * slot + slot * 0.08;
-            let x1 = x0 + slot * 0.84;
-            let xc = (x0 + x1) / 2.0;
-            let c = cell_colour(&bar.cell);
-            match bar.value {
-                Some(v) if v.median.is_finite() => {
-                    let fill = match bar.run {
-                        Run::A => c.filled(),
-                        Run::B => c.mix(0.35).filled(),
-                    };
-                    chart.draw_series(std::iter::once(Rectangle::new(
-                        [(x0, 0.0), (x1, v.median)],
-                        fill,
-                    )))?;
-                    if bar.run == Run::B {
-                        chart.draw_series(std::iter::once(Rectangle::new(
-                            [(x0, 0.0), (x1, v.median)],
-                            c.stroke_width(1),
-                        )))?;
-                    }
-                    let top = if v.max > v.min && v.max.is_finite() && v.min.is_finite() {
-                        let cap = slot * 0.15;
-                        let whisker = TEXT.stroke_width(1);
-                        chart.draw_series([
-                            PathElement::new(vec![(xc, v.min), (xc, v.max)], whisker),
-                            PathElement::new(vec![(xc - cap, v.min), (xc + cap, v.min)], whisker),
-                            PathElement::new(vec![(xc - cap, v.max), (xc + cap, v.max)], whisker),
-                        ])?;
-                        v.max.max(v.median)
-                    } else {
-                        v.median
-                    };
-                    if bar_px >= 34.0 {
-                        let text = bar_text(v.median, spec.value_format);
-                        chart.draw_series(std::iter::once(
-                            EmptyElement::at((xc, top))
-                                + Text::new(text, (0, -4), value_style.clone()),
-                        ))?;
-                    }
-                }
-                _ => {
-                    if let Some(note) = &bar.note {
-                        chart.draw_series(std::iter::once(
-                            EmptyElement::at((xc, 0.0))
-                                + Text::new(note.clone(), (0, -4), note_style.clone()),
-                        ))?;
-                    }
-                }
-            }
+            let s = Slot {
+                x0,
+                x1: x0 + slot * 0.84,
+                cap: slot * 0.15,
+                labelled,
+            };
+            draw_bar(&mut chart, spec, &s, bar)?;
         }
     }
     Ok(())

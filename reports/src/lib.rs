@@ -7,9 +7,15 @@
 
 pub mod capacity;
 pub mod charts;
-pub mod html;
+pub mod figures;
 pub mod model;
+pub mod page;
 pub mod results;
 pub mod stats;
 
-pub use html::{render_comparison, render_report, write_report};
+pub use page::{render_comparison, render_report, write_report};
+
+/// The page module's former name, kept so existing callers (`html::esc`) still build.
+pub mod html {
+    pub use crate::page::{esc, render_model};
+}

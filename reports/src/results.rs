@@ -11,13 +11,16 @@
 //! ```
 //!
 //! `<figures>` are the same keys in a round (plain numbers) and in the summary (a `Spread` over
-//! rounds): that is what `Figures<T>` expresses. Gates address a figure by its key
-//! (`ack_commits_per_ack`, or `latency_ms.ack.p99`) through `Figures::get`.
+//! rounds): that is what `Figures<T>` expresses; its scalar fields are declared by the figure
+//! catalogue (`crate::figures`). Gates address a figure by its key (`ack_commits_per_ack`, or
+//! `latency_ms.ack.p99`) through `Figures::get`.
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::figures::Figures;
+use crate::figures::ScalarFigure;
 use crate::stats::{Nan, Spread};
 
 /// Bumped whenever a reader of an older document could misread a newer one. Version 2 added
@@ -110,96 +113,6 @@ pub struct CellResults {
     pub summary: Summary,
 }
 
-/// Every figure of a cell, as numbers in a round (`T = f64`) or spreads in a summary.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
-#[serde(bound(deserialize = "T: serde::Deserialize<'de> + Nan"))]
-pub struct Figures<T: Nan> {
-    #[serde(deserialize_with = "crate::stats::nullable")]
-    pub acked_messages: T,
-    #[serde(deserialize_with = "crate::stats::nullable")]
-    pub ack_requests: T,
-    #[serde(deserialize_with = "crate::stats::nullable")]
-    pub pushed_messages: T,
-    #[serde(deserialize_with = "crate::stats::nullable")]
-    pub push_requests: T,
-    #[serde(deserialize_with = "crate::stats::nullable")]
-    pub popped_messages: T,
-    #[serde(deserialize_with = "crate::stats::nullable")]
-    pub pop_requests: T,
-    /// Acked messages per second of the measured window.
-    #[serde(deserialize_with = "crate::stats::nullable")]
-    pub ack_throughput: T,
-    #[serde(deserialize_with = "crate::stats::nullable")]
-    pub push_throughput: T,
-    /// `pg_stat_database.xact_commit` delta of the benchmark database.
-    #[serde(deserialize_with = "crate::stats::nullable")]
-    pub commits: T,
-    /// Writing transactions (`pg_snapshot_xmax` delta): lag-free, excludes read-only commits.
-    #[serde(deserialize_with = "crate::stats::nullable")]
-    pub write_commits: T,
-    #[serde(deserialize_with = "crate::stats::nullable")]
-    pub commits_per_sec: T,
-    /// All of the database's commits per acked message.
-    #[serde(deserialize_with = "crate::stats::nullable")]
-    pub commits_per_ack: T,
-    /// Top-level calls of the ack procedures (each its own transaction) per acked message.
-    #[serde(deserialize_with = "crate::stats::nullable")]
-    pub ack_commits_per_ack: T,
-    #[serde(deserialize_with = "crate::stats::nullable")]
-    pub commits_per_ack_request: T,
-    #[serde(deserialize_with = "crate::stats::nullable")]
-    pub wal_records: T,
-    #[serde(deserialize_with = "crate::stats::nullable")]
-    pub wal_bytes: T,
-    #[serde(deserialize_with = "crate::stats::nullable")]
-    pub wal_syncs: T,
-    #[serde(deserialize_with = "crate::stats::nullable")]
-    pub wal_syncs_per_ack: T,
-    #[serde(deserialize_with = "crate::stats::nullable")]
-    pub wal_syncs_per_commit: T,
-    #[serde(deserialize_with = "crate::stats::nullable")]
-    pub wal_bytes_per_ack: T,
-    /// `pg_stat_statements` total execution ms of the broker's procedures per acked message.
-    #[serde(deserialize_with = "crate::stats::nullable")]
-    pub pg_exec_ms_per_ack: T,
-    /// The same, split by procedure (the ack procedures, push, pop, ...).
-    #[serde(deserialize_with = "crate::stats::nullable_map")]
-    pub pg_exec_ms_per_ack_by_procedure: BTreeMap<String, T>,
-    /// Registry hits / (hits + misses) over the window, from the broker's `/metrics`.
-    #[serde(deserialize_with = "crate::stats::nullable")]
-    pub registry_hit_rate: T,
-    /// Fusion rows per flush commit over the window, from the broker's `/metrics`.
-    #[serde(deserialize_with = "crate::stats::nullable")]
-    pub fusion_rows_per_commit: T,
-    /// Redeliveries (deliveries beyond the first of a transactionId) in the window.
-    #[serde(deserialize_with = "crate::stats::nullable")]
-    pub redeliveries: T,
-    #[serde(deserialize_with = "crate::stats::nullable")]
-    pub errors: T,
-    /// Client-side latency (open loop: from the intended send time).
-    pub latency_ms: BTreeMap<String, Percentiles<T>>,
-    /// Open loop only: latency from the actual send time (coordinated omission not corrected).
-    #[serde(default)]
-    pub latency_uncorrected_ms: BTreeMap<String, Percentiles<T>>,
-    /// Per procedure of `storage.md`, keyed without the schema (`log_ack_multi_v1`): top-level
-    /// calls, execution ms, rows, WAL bytes.
-    pub statements: BTreeMap<String, Statement<T>>,
-    /// CPU microseconds of the load generator itself per HTTP request it sent in the window
-    /// (push, pop, empty pops included, and ack requests).
-    #[serde(deserialize_with = "crate::stats::nullable")]
-    pub loadgen_cpu_us_per_op: T,
-    /// CPU of the broker process over the window, in cores (embedded brokers only).
-    #[serde(deserialize_with = "crate::stats::nullable")]
-    pub broker_cpu_cores: T,
-    /// CPU microseconds of the broker process per HTTP request it served in the window
-    /// (embedded brokers only; absent before schema version 2).
-    #[serde(
-        default = "crate::stats::absent",
-        deserialize_with = "crate::stats::nullable"
-    )]
-    pub broker_cpu_us_per_request: T,
-}
-
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
 #[serde(bound(deserialize = "T: serde::Deserialize<'de> + Nan"))]
 pub struct Percentiles<T: Nan> {
@@ -219,8 +132,9 @@ pub struct Percentiles<T: Nan> {
     pub max: T,
 }
 
-impl Percentiles<f64> {
-    fn get(&self, key: &str) -> Option<f64> {
+impl<T: Nan + Copy> Percentiles<T> {
+    /// A percentile by its name in a key (`p99`), `count` or `mean`.
+    pub fn get(&self, key: &str) -> Option<T> {
         Some(match key {
             "count" => self.count,
             "mean" => self.mean,
@@ -331,196 +245,124 @@ pub struct GateVerdict {
     pub detail: String,
 }
 
-impl Figures<f64> {
-    /// A figure by its key: a top-level name, `latency_ms.<op>.<pct>`,
-    /// `statements.<procedure>.<field>` or `pg_exec_ms_per_ack_by_procedure.<procedure>`.
-    pub fn get(&self, key: &str) -> Option<f64> {
-        let parts: Vec<&str> = key.split('.').collect();
-        match parts.as_slice() {
-            ["latency_ms", op, pct] => self.latency_ms.get(*op)?.get(pct),
-            ["latency_uncorrected_ms", op, pct] => self.latency_uncorrected_ms.get(*op)?.get(pct),
-            ["statements", proc_, field] => {
-                let s = self.statements.get(*proc_)?;
-                Some(match *field {
-                    "calls" => s.calls,
-                    "total_exec_ms" => s.total_exec_ms,
-                    "rows" => s.rows,
-                    "wal_bytes" => s.wal_bytes,
-                    _ => return None,
-                })
-            }
-            ["pg_exec_ms_per_ack_by_procedure", proc_] => {
-                self.pg_exec_ms_per_ack_by_procedure.get(*proc_).copied()
-            }
-            [name] => self.scalar(name),
-            _ => None,
-        }
-    }
-
-    fn scalar(&self, name: &str) -> Option<f64> {
-        Some(match name {
-            "acked_messages" => self.acked_messages,
-            "ack_requests" => self.ack_requests,
-            "pushed_messages" => self.pushed_messages,
-            "push_requests" => self.push_requests,
-            "popped_messages" => self.popped_messages,
-            "pop_requests" => self.pop_requests,
-            "ack_throughput" => self.ack_throughput,
-            "push_throughput" => self.push_throughput,
-            "commits" => self.commits,
-            "write_commits" => self.write_commits,
-            "commits_per_sec" => self.commits_per_sec,
-            "commits_per_ack" => self.commits_per_ack,
-            "ack_commits_per_ack" => self.ack_commits_per_ack,
-            "commits_per_ack_request" => self.commits_per_ack_request,
-            "wal_records" => self.wal_records,
+impl<T: Nan + Copy> Statement<T> {
+    /// A field by its name in a key (`calls`, `total_exec_ms`, `rows`, `wal_bytes`).
+    pub fn get(&self, key: &str) -> Option<T> {
+        Some(match key {
+            "calls" => self.calls,
+            "total_exec_ms" => self.total_exec_ms,
+            "rows" => self.rows,
             "wal_bytes" => self.wal_bytes,
-            "wal_syncs" => self.wal_syncs,
-            "wal_syncs_per_ack" => self.wal_syncs_per_ack,
-            "wal_syncs_per_commit" => self.wal_syncs_per_commit,
-            "wal_bytes_per_ack" => self.wal_bytes_per_ack,
-            "pg_exec_ms_per_ack" => self.pg_exec_ms_per_ack,
-            "registry_hit_rate" => self.registry_hit_rate,
-            "fusion_rows_per_commit" => self.fusion_rows_per_commit,
-            "redeliveries" => self.redeliveries,
-            "errors" => self.errors,
-            "loadgen_cpu_us_per_op" => self.loadgen_cpu_us_per_op,
-            "broker_cpu_cores" => self.broker_cpu_cores,
-            "broker_cpu_us_per_request" => self.broker_cpu_us_per_request,
             _ => return None,
         })
     }
 }
 
-/// The names `Figures::get` accepts at the top level (for validating gates and CLI input).
-pub const SCALAR_FIGURES: &[&str] = &[
-    "acked_messages",
-    "ack_requests",
-    "pushed_messages",
-    "push_requests",
-    "popped_messages",
-    "pop_requests",
-    "ack_throughput",
-    "push_throughput",
-    "commits",
-    "write_commits",
-    "commits_per_sec",
-    "commits_per_ack",
-    "ack_commits_per_ack",
-    "commits_per_ack_request",
-    "wal_records",
-    "wal_bytes",
-    "wal_syncs",
-    "wal_syncs_per_ack",
-    "wal_syncs_per_commit",
-    "wal_bytes_per_ack",
-    "pg_exec_ms_per_ack",
-    "registry_hit_rate",
-    "fusion_rows_per_commit",
-    "redeliveries",
-    "errors",
-    "loadgen_cpu_us_per_op",
-    "broker_cpu_cores",
-    "broker_cpu_us_per_request",
-];
+impl<T: Nan + Copy> Figures<T> {
+    /// A figure by its key: a catalogue name (`crate::figures`), `latency_ms.<op>.<pct>`,
+    /// `latency_uncorrected_ms.<op>.<pct>`, `statements.<procedure>.<field>` or
+    /// `pg_exec_ms_per_ack_by_procedure.<procedure>`.
+    pub fn get(&self, key: &str) -> Option<T> {
+        let parts: Vec<&str> = key.split('.').collect();
+        match parts.as_slice() {
+            ["latency_ms", op, pct] => self.latency_ms.get(*op)?.get(pct),
+            ["latency_uncorrected_ms", op, pct] => self.latency_uncorrected_ms.get(*op)?.get(pct),
+            ["statements", proc_, field] => self.statements.get(*proc_)?.get(field),
+            ["pg_exec_ms_per_ack_by_procedure", proc_] => {
+                self.pg_exec_ms_per_ack_by_procedure.get(*proc_).copied()
+            }
+            [name] => ScalarFigure::from_name(name).map(|s| *self.scalar(s)),
+            _ => None,
+        }
+    }
+}
 
-/// Builds a summary's figures from its rounds: each figure's spread over rounds.
-pub fn summarize(rounds: &[&Figures<f64>]) -> Figures<Spread> {
-    let spread = |f: &dyn Fn(&Figures<f64>) -> f64| {
-        Spread::of(&rounds.iter().map(|r| f(r)).collect::<Vec<_>>())
+/// The spread over rounds of one number picked from each round.
+fn spread_of(rounds: &[&Figures<f64>], pick: impl Fn(&Figures<f64>) -> f64) -> Spread {
+    Spread::of(&rounds.iter().map(|r| pick(r)).collect::<Vec<_>>())
+}
+
+/// The keys of a map over all rounds, sorted.
+fn keys_of<V>(
+    rounds: &[&Figures<f64>],
+    map: impl Fn(&Figures<f64>) -> &BTreeMap<String, V>,
+) -> Vec<String> {
+    let mut keys: Vec<String> = rounds.iter().flat_map(|r| map(r).keys().cloned()).collect();
+    keys.sort();
+    keys.dedup();
+    keys
+}
+
+type LatencyMap<T> = BTreeMap<String, Percentiles<T>>;
+
+fn summarize_latency(
+    rounds: &[&Figures<f64>],
+    pick: fn(&Figures<f64>) -> &LatencyMap<f64>,
+) -> LatencyMap<Spread> {
+    let field = |op: &str, g: fn(&Percentiles<f64>) -> f64| {
+        spread_of(rounds, |r| pick(r).get(op).map(g).unwrap_or(f64::NAN))
     };
-    let keys_of = |m: &dyn Fn(&Figures<f64>) -> Vec<String>| {
-        let mut keys: Vec<String> = rounds.iter().flat_map(|r| m(r)).collect();
-        keys.sort();
-        keys.dedup();
-        keys
+    keys_of(rounds, pick)
+        .into_iter()
+        .map(|op| {
+            let summary = Percentiles {
+                count: field(&op, |x| x.count),
+                mean: field(&op, |x| x.mean),
+                p50: field(&op, |x| x.p50),
+                p90: field(&op, |x| x.p90),
+                p99: field(&op, |x| x.p99),
+                p999: field(&op, |x| x.p999),
+                max: field(&op, |x| x.max),
+            };
+            (op, summary)
+        })
+        .collect()
+}
+
+fn summarize_statements(rounds: &[&Figures<f64>]) -> BTreeMap<String, Statement<Spread>> {
+    let field = |name: &str, g: fn(&Statement<f64>) -> f64| {
+        spread_of(rounds, |r| r.statements.get(name).map(g).unwrap_or(0.0))
     };
-    let latency = |pick: fn(&Figures<f64>) -> &BTreeMap<String, Percentiles<f64>>| {
-        keys_of(&|r| pick(r).keys().cloned().collect())
-            .into_iter()
-            .map(|op| {
-                let p = |g: fn(&Percentiles<f64>) -> f64| {
-                    let op = op.clone();
-                    spread(&move |r| pick(r).get(&op).map(g).unwrap_or(f64::NAN))
-                };
-                let summary = Percentiles {
-                    count: p(|x| x.count),
-                    mean: p(|x| x.mean),
-                    p50: p(|x| x.p50),
-                    p90: p(|x| x.p90),
-                    p99: p(|x| x.p99),
-                    p999: p(|x| x.p999),
-                    max: p(|x| x.max),
-                };
-                (op, summary)
-            })
-            .collect()
-    };
-    let statements = keys_of(&|r| r.statements.keys().cloned().collect())
+    keys_of(rounds, |r| &r.statements)
         .into_iter()
         .map(|name| {
-            let s = |g: fn(&Statement<f64>) -> f64| {
-                let name = name.clone();
-                spread(&move |r| r.statements.get(&name).map(g).unwrap_or(0.0))
-            };
             let st = Statement {
-                calls: s(|x| x.calls),
-                total_exec_ms: s(|x| x.total_exec_ms),
-                rows: s(|x| x.rows),
-                wal_bytes: s(|x| x.wal_bytes),
+                calls: field(&name, |x| x.calls),
+                total_exec_ms: field(&name, |x| x.total_exec_ms),
+                rows: field(&name, |x| x.rows),
+                wal_bytes: field(&name, |x| x.wal_bytes),
             };
             (name, st)
         })
-        .collect();
-    let by_procedure = keys_of(&|r| r.pg_exec_ms_per_ack_by_procedure.keys().cloned().collect())
+        .collect()
+}
+
+fn summarize_by_procedure(rounds: &[&Figures<f64>]) -> BTreeMap<String, Spread> {
+    keys_of(rounds, |r| &r.pg_exec_ms_per_ack_by_procedure)
         .into_iter()
         .map(|name| {
-            let n = name.clone();
-            (
-                name,
-                spread(&move |r| {
-                    r.pg_exec_ms_per_ack_by_procedure
-                        .get(&n)
-                        .copied()
-                        .unwrap_or(0.0)
-                }),
-            )
+            let s = spread_of(rounds, |r| {
+                let by = &r.pg_exec_ms_per_ack_by_procedure;
+                by.get(&name).copied().unwrap_or(0.0)
+            });
+            (name, s)
         })
-        .collect();
-    Figures {
-        acked_messages: spread(&|r| r.acked_messages),
-        ack_requests: spread(&|r| r.ack_requests),
-        pushed_messages: spread(&|r| r.pushed_messages),
-        push_requests: spread(&|r| r.push_requests),
-        popped_messages: spread(&|r| r.popped_messages),
-        pop_requests: spread(&|r| r.pop_requests),
-        ack_throughput: spread(&|r| r.ack_throughput),
-        push_throughput: spread(&|r| r.push_throughput),
-        commits: spread(&|r| r.commits),
-        write_commits: spread(&|r| r.write_commits),
-        commits_per_sec: spread(&|r| r.commits_per_sec),
-        commits_per_ack: spread(&|r| r.commits_per_ack),
-        ack_commits_per_ack: spread(&|r| r.ack_commits_per_ack),
-        commits_per_ack_request: spread(&|r| r.commits_per_ack_request),
-        wal_records: spread(&|r| r.wal_records),
-        wal_bytes: spread(&|r| r.wal_bytes),
-        wal_syncs: spread(&|r| r.wal_syncs),
-        wal_syncs_per_ack: spread(&|r| r.wal_syncs_per_ack),
-        wal_syncs_per_commit: spread(&|r| r.wal_syncs_per_commit),
-        wal_bytes_per_ack: spread(&|r| r.wal_bytes_per_ack),
-        pg_exec_ms_per_ack: spread(&|r| r.pg_exec_ms_per_ack),
-        pg_exec_ms_per_ack_by_procedure: by_procedure,
-        registry_hit_rate: spread(&|r| r.registry_hit_rate),
-        fusion_rows_per_commit: spread(&|r| r.fusion_rows_per_commit),
-        redeliveries: spread(&|r| r.redeliveries),
-        errors: spread(&|r| r.errors),
-        latency_ms: latency(|r| &r.latency_ms),
-        latency_uncorrected_ms: latency(|r| &r.latency_uncorrected_ms),
-        statements,
-        loadgen_cpu_us_per_op: spread(&|r| r.loadgen_cpu_us_per_op),
-        broker_cpu_cores: spread(&|r| r.broker_cpu_cores),
-        broker_cpu_us_per_request: spread(&|r| r.broker_cpu_us_per_request),
+        .collect()
+}
+
+/// Builds a summary's figures from its rounds: each figure's spread over rounds.
+pub fn summarize(rounds: &[&Figures<f64>]) -> Figures<Spread> {
+    let mut out = Figures::<Spread> {
+        pg_exec_ms_per_ack_by_procedure: summarize_by_procedure(rounds),
+        latency_ms: summarize_latency(rounds, |r| &r.latency_ms),
+        latency_uncorrected_ms: summarize_latency(rounds, |r| &r.latency_uncorrected_ms),
+        statements: summarize_statements(rounds),
+        ..Default::default()
+    };
+    for &s in ScalarFigure::ALL {
+        *out.scalar_mut(s) = spread_of(rounds, |r| *r.scalar(s));
     }
+    out
 }
 
 impl Results {
@@ -581,8 +423,9 @@ mod tests {
         assert_eq!(f.get("latency_ms.ack.p99"), Some(7.5));
         assert_eq!(f.get("statements.log_ack_multi_v1.calls"), Some(10.0));
         assert_eq!(f.get("nope"), None);
-        for name in SCALAR_FIGURES {
-            assert!(f.get(name).is_some(), "{name}");
+        for d in crate::figures::all() {
+            let known = d.key.starts_with("latency_ms.") && !d.key.starts_with("latency_ms.ack.");
+            assert!(known || f.get(d.key).is_some(), "{}", d.key);
         }
     }
 

@@ -4,7 +4,8 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use ackbench_reports::results::{Results, SCALAR_FIGURES};
+use ackbench_reports::figures;
+use ackbench_reports::results::Results;
 use ackbench_reports::stats::Spread;
 use serde::{Deserialize, Serialize};
 
@@ -83,21 +84,14 @@ impl Baseline {
 }
 
 fn figures_of(cell: &ackbench_reports::results::CellResults) -> BTreeMap<String, Spread> {
-    let mut names: Vec<String> = SCALAR_FIGURES.iter().map(|s| s.to_string()).collect();
-    for op in ["push", "pop", "ack", "e2e"] {
-        for p in ["p50", "p90", "p99", "p999", "max"] {
-            names.push(format!("latency_ms.{op}.{p}"));
-        }
-    }
-    names
-        .into_iter()
-        .filter_map(|name| {
+    figures::all()
+        .filter_map(|def| {
             let values: Vec<f64> = cell
                 .rounds
                 .iter()
-                .filter_map(|r| r.figures.get(&name))
+                .filter_map(|r| r.figures.get(def.key))
                 .collect();
-            (!values.is_empty()).then(|| (name, Spread::of(&values)))
+            (!values.is_empty()).then(|| (def.key.to_string(), Spread::of(&values)))
         })
         .collect()
 }

@@ -4,7 +4,7 @@
 use serde::Serialize;
 
 use super::error::ScenarioError;
-use super::figure::{Direction, Figure};
+use super::figure::{Direction, Figure, GateDefaults};
 use super::locate::Locator;
 use super::schema::{Cell, GateFile, GateKind};
 

@@ -20,7 +20,9 @@ use serde::Serialize;
 use std::path::Path;
 
 pub use error::ScenarioError;
-pub use figure::{Direction, Figure, FigureKind, LatencyOp, Percentile, ScalarFigure};
+pub use figure::{
+    Direction, Figure, FigureKind, GateDefaults, LatencyOp, Percentile, ScalarFigure,
+};
 pub use gate::{Gate, GateCheck};
 pub use schema::{
     AckMode, Broker, Cell, Consumers, LoopMode, Outcomes, Partitioning, PopRoute, Prefill,

@@ -518,20 +518,3 @@ pub fn td_of<'a>(row: &'a str, key: &str) -> &'a str {
     let td = &row[i..];
     &td[..td.find("</td>").expect("closed cell")]
 }
-
-/// The summary table cell of a figure, in whichever part of the summary holds it.
-pub fn summary_td<'a>(html: &'a str, cell: &str, key: &str) -> &'a str {
-    let start = html.find("id=\"summary\"").expect("summary section");
-    let end = start + html[start..].find("</section>").expect("section end");
-    let mut rest = &html[start..end];
-    let open = format!("<tr data-cell=\"{cell}\"");
-    while let Some(i) = rest.find(&open) {
-        let row = &rest[i..];
-        let row = &row[..row.find("</tr>").expect("closed row")];
-        if row.contains(&format!("data-key=\"{key}\"")) {
-            return td_of(row, key);
-        }
-        rest = &rest[i + open.len()..];
-    }
-    panic!("no {key} for {cell} in the summary")
-}

@@ -1,0 +1,391 @@
+//! The report's tables as data: each figure of each cell formatted with its spread over rounds
+//! and its ratio to the baseline cell (round by round), the summary and "at a glance" rows, the
+//! audit rows and the gate rows. Which figures the tables show comes from the catalogue.
+
+use std::sync::LazyLock;
+
+use super::format::{format_number, format_range, format_ratio, format_value, group_thousands};
+use super::BASELINE;
+use crate::figures::{self, Better, FigureDef, Needs, View};
+use crate::results::{Audit, CellResults, Figures, Results};
+use crate::stats::Spread;
+
+/// The columns of the summary table, in order (the catalogue's `View::Summary` figures). The
+/// table is drawn in two parts (so it fits a screen): the figures before `SUMMARY_SPLIT`, then
+/// the accelerators' and the latency with the audit.
+pub static SUMMARY_FIGURES: LazyLock<Vec<&'static FigureDef>> =
+    LazyLock::new(|| figures::shown_in(View::Summary));
+
+/// Where the summary table's second part begins: its first accelerator figure.
+pub static SUMMARY_SPLIT: LazyLock<usize> = LazyLock::new(|| {
+    SUMMARY_FIGURES
+        .iter()
+        .position(|d| d.needs != Needs::Nothing)
+        .unwrap_or(SUMMARY_FIGURES.len())
+});
+
+/// The figures a comparison draws one chart each for.
+pub static KEY_FIGURES: LazyLock<Vec<&'static FigureDef>> =
+    LazyLock::new(|| figures::shown_in(View::KeyChart));
+
+/// The definition of a figure by key.
+pub fn figure_def(key: &str) -> Option<&'static FigureDef> {
+    figures::def(key)
+}
+
+/// A summary figure by the key `Figures::get` understands.
+pub fn summary_figure(f: &Figures<Spread>, key: &str) -> Option<Spread> {
+    f.get(key)
+}
+
+pub(super) fn applies(cell: &CellResults, needs: Needs) -> bool {
+    match needs {
+        Needs::Nothing => true,
+        Needs::Registry => cell.registry,
+        Needs::Fusion => cell.fusion,
+    }
+}
+
+/// The ratio of `key` between `cell` and `base`, taken round by round (rounds paired by number,
+/// so the machine's drift falls on both) and spread over rounds. Falls back to the ratio of the
+/// medians when no round pairs up.
+pub fn ratio_to(cell: &CellResults, base: &CellResults, key: &str) -> Option<Spread> {
+    let mut ratios = Vec::new();
+    for r in &cell.rounds {
+        let Some(b) = base.rounds.iter().find(|b| b.round == r.round) else {
+            continue;
+        };
+        if let (Some(x), Some(y)) = (r.figures.get(key), b.figures.get(key)) {
+            if x.is_finite() && y.is_finite() && y != 0.0 {
+                ratios.push(x / y);
+            }
+        }
+    }
+    if !ratios.is_empty() {
+        return Some(Spread::of(&ratios));
+    }
+    let x = summary_figure(&cell.summary.figures, key)?.median;
+    let y = summary_figure(&base.summary.figures, key)?.median;
+    (x.is_finite() && y.is_finite() && y != 0.0).then(|| {
+        let r = x / y;
+        Spread {
+            median: r,
+            min: r,
+            max: r,
+        }
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tables
+
+/// How a ratio reads against the figure's better direction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tone {
+    Better,
+    Worse,
+    Same,
+}
+
+pub(super) fn tone_of(ratio: &Spread, better: Better, several: bool) -> Tone {
+    // With several rounds a change counts only when every round agrees on its direction; a
+    // single round needs a 2% move.
+    // Changes under 1% are not worth a colour either way.
+    let (lo, hi) = if several {
+        (
+            ratio.max < 1.0 && ratio.median < 0.99,
+            ratio.min > 1.0 && ratio.median > 1.01,
+        )
+    } else {
+        (ratio.median < 0.98, ratio.median > 1.02)
+    };
+    match (better, lo, hi) {
+        (Better::Lower, true, _) | (Better::Higher, _, true) => Tone::Better,
+        (Better::Lower, _, true) | (Better::Higher, true, _) => Tone::Worse,
+        _ => Tone::Same,
+    }
+}
+
+/// One figure of one cell, formatted.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FigureCell {
+    pub key: &'static str,
+    /// None when the figure is missing or does not apply (accelerator off).
+    pub value: Option<Spread>,
+    /// The median, formatted; `off` or `—` when there is no value.
+    pub text: String,
+    /// `min–max` over rounds, when there are several.
+    pub spread_text: Option<String>,
+    /// The ratio to the baseline cell, round by round.
+    pub ratio: Option<Spread>,
+    pub ratio_text: Option<String>,
+    pub ratio_spread_text: Option<String>,
+    pub tone: Tone,
+}
+
+pub(super) fn figure_cell(
+    def: &'static FigureDef,
+    cell: &CellResults,
+    base: Option<&CellResults>,
+) -> FigureCell {
+    let rounds = cell.summary.rounds.max(cell.rounds.len() as u32);
+    let on = applies(cell, def.needs);
+    let value = on
+        .then(|| summary_figure(&cell.summary.figures, def.key))
+        .flatten()
+        .filter(|s| s.median.is_finite());
+    let text = match value {
+        Some(s) => format_value(s.median, def.format),
+        None if !on => "off".into(),
+        None => "—".into(),
+    };
+    // A range is shown when rounds differ at the precision shown.
+    let spread_text = value
+        .filter(|s| {
+            rounds > 1 && format_value(s.min, def.format) != format_value(s.max, def.format)
+        })
+        .map(|s| format_range(&s, def.format));
+    let ratio = match base {
+        Some(b) if b.name != cell.name && value.is_some() && applies(b, def.needs) => {
+            ratio_to(cell, b, def.key)
+        }
+        _ => None,
+    };
+    let several = rounds > 1;
+    FigureCell {
+        key: def.key,
+        value,
+        text,
+        spread_text,
+        ratio_text: ratio.map(|r| format_ratio(r.median)),
+        ratio_spread_text: ratio
+            .filter(|r| several && format_number(r.min) != format_number(r.max))
+            .map(|r| format!("{}–{}", format_number(r.min), format_number(r.max))),
+        tone: ratio
+            .map(|r| tone_of(&r, def.better, several))
+            .unwrap_or(Tone::Same),
+        ratio,
+    }
+}
+
+/// A row of the summary table.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SummaryRow {
+    pub cell: String,
+    pub registry: bool,
+    pub fusion: bool,
+    pub rounds: u32,
+    pub figures: Vec<FigureCell>,
+    pub audit: Audit,
+    pub audit_text: String,
+    pub audit_passed: bool,
+}
+
+pub(super) fn audit_text(a: &Audit) -> String {
+    let mut t = if a.passed() {
+        "ok, 0 lost".to_string()
+    } else {
+        format!("FAILED: {} lost", group_thousands(a.lost as f64))
+    };
+    if a.duplicates > 0 {
+        t.push_str(&format!(
+            ", {} duplicates",
+            group_thousands(a.duplicates as f64)
+        ));
+    }
+    if !a.drained {
+        t.push_str(", not drained");
+    }
+    t
+}
+
+/// A row of the "at a glance" table: what an accelerated cell does against the baseline.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GlanceRow {
+    pub cell: String,
+    pub commits_per_ack: FigureCell,
+    /// e.g. "saves 912 commits per 1,000 acked messages (91% fewer)".
+    pub commits_saved_text: String,
+    pub ack_p50: FigureCell,
+    pub ack_p99: FigureCell,
+    pub ack_throughput: FigureCell,
+    pub lost: u64,
+    pub duplicates: u64,
+    pub lost_text: String,
+}
+
+/// An audit row: the summed audit of a cell, or one round's.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AuditRow {
+    pub cell: String,
+    /// None for the cell's total over rounds.
+    pub round: Option<u32>,
+    pub audit: Audit,
+    pub verdict: String,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct GateRow {
+    pub gate: String,
+    pub kind: String,
+    pub measured: String,
+    pub threshold: String,
+    pub passed: bool,
+    pub detail: String,
+}
+
+/// A row of the summary table per cell: every summary figure against the baseline.
+pub(super) fn summary_rows(r: &Results) -> Vec<SummaryRow> {
+    let base = r.cell(BASELINE);
+    r.cells
+        .iter()
+        .map(|c| SummaryRow {
+            cell: c.name.clone(),
+            registry: c.registry,
+            fusion: c.fusion,
+            rounds: c.summary.rounds.max(c.rounds.len() as u32),
+            figures: SUMMARY_FIGURES
+                .iter()
+                .map(|&d| figure_cell(d, c, base))
+                .collect(),
+            audit: c.summary.audit,
+            audit_text: audit_text(&c.summary.audit),
+            audit_passed: c.summary.audit.passed(),
+        })
+        .collect()
+}
+
+/// What the cell's commits per acked message save (or cost) against the baseline, in words.
+fn commits_saved_text(c: &CellResults, base: Option<&CellResults>, cpa: &FigureCell) -> String {
+    match (base, &cpa.value, &cpa.ratio) {
+        (Some(b), Some(v), Some(ratio))
+            if b.name != c.name && b.summary.figures.commits_per_ack.median.is_finite() =>
+        {
+            let saved = (b.summary.figures.commits_per_ack.median - v.median) * 1000.0;
+            saved_words(saved, (1.0 - ratio.median) * 100.0)
+        }
+        (Some(b), _, _) if b.name == c.name => "the baseline".to_string(),
+        _ => "no baseline cell to compare with".to_string(),
+    }
+}
+
+/// `saved` commits per 1,000 acked messages, `pct` fewer than the baseline.
+fn saved_words(saved: f64, pct: f64) -> String {
+    if pct.abs() < 1.0 {
+        format!("about as many commits as {BASELINE} (within 1%)")
+    } else if saved >= 0.0 {
+        format!(
+            "saves {} commits per 1,000 acked messages ({}% fewer than {BASELINE})",
+            format_number(saved),
+            format_number(pct),
+        )
+    } else {
+        format!(
+            "costs {} more commits per 1,000 acked messages ({}% more than {BASELINE})",
+            format_number(-saved),
+            format_number(-pct),
+        )
+    }
+}
+
+/// The "at a glance" rows: what each cell does against the baseline.
+pub(super) fn glance_rows(r: &Results) -> Vec<GlanceRow> {
+    let base = r.cell(BASELINE);
+    r.cells
+        .iter()
+        .map(|c| {
+            let get = |k: &str| figure_cell(figure_def(k).expect("known figure"), c, base);
+            let cpa = get("commits_per_ack");
+            let a = c.summary.audit;
+            GlanceRow {
+                cell: c.name.clone(),
+                commits_saved_text: commits_saved_text(c, base, &cpa),
+                commits_per_ack: cpa,
+                ack_p50: get("latency_ms.ack.p50"),
+                ack_p99: get("latency_ms.ack.p99"),
+                ack_throughput: get("ack_throughput"),
+                lost: a.lost,
+                duplicates: a.duplicates,
+                lost_text: if a.lost == 0 {
+                    "0 lost".into()
+                } else {
+                    format!("{} LOST", group_thousands(a.lost as f64))
+                },
+            }
+        })
+        .collect()
+}
+
+/// The audit rows: each cell's total over rounds first, then every round of every cell.
+pub(super) fn audit_rows(r: &Results) -> Vec<AuditRow> {
+    let row = |cell: &str, round: Option<u32>, audit: &Audit| AuditRow {
+        cell: cell.to_string(),
+        round,
+        audit: *audit,
+        verdict: audit_text(audit),
+    };
+    let totals = r.cells.iter().map(|c| row(&c.name, None, &c.summary.audit));
+    let rounds = r.cells.iter().flat_map(|c| {
+        c.rounds
+            .iter()
+            .map(move |x| row(&c.name, Some(x.round), &x.audit))
+    });
+    totals.chain(rounds).collect()
+}
+
+/// A spread as the gates table writes it: the median, and the range when rounds differ.
+fn measured_text(s: &Spread) -> String {
+    if format_number(s.min) == format_number(s.max) {
+        format_number(s.median)
+    } else {
+        format!(
+            "{} ({}–{})",
+            format_number(s.median),
+            format_number(s.min),
+            format_number(s.max)
+        )
+    }
+}
+
+pub(super) fn gate_rows(r: &Results) -> Vec<GateRow> {
+    r.gates
+        .iter()
+        .map(|g| GateRow {
+            gate: g.gate.clone(),
+            kind: g.kind.clone(),
+            measured: measured_text(&g.measured),
+            threshold: format_number(g.threshold),
+            passed: g.passed,
+            detail: g.detail.clone(),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn summary_split_is_at_the_accelerator_figures() {
+        assert_eq!(SUMMARY_FIGURES[*SUMMARY_SPLIT].key, "registry_hit_rate");
+    }
+
+    #[test]
+    fn tone_needs_every_round_to_agree() {
+        let s = |median, min, max| Spread { median, min, max };
+        assert_eq!(
+            tone_of(&s(0.5, 0.4, 0.6), Better::Lower, true),
+            Tone::Better
+        );
+        assert_eq!(tone_of(&s(0.9, 0.8, 1.1), Better::Lower, true), Tone::Same);
+        assert_eq!(tone_of(&s(1.5, 1.2, 1.9), Better::Lower, true), Tone::Worse);
+        assert_eq!(
+            tone_of(&s(1.5, 1.2, 1.9), Better::Higher, true),
+            Tone::Better
+        );
+        assert_eq!(
+            tone_of(&s(1.5, 1.2, 1.9), Better::Neither, true),
+            Tone::Same
+        );
+    }
+}

@@ -1,0 +1,310 @@
+//! The run's facts (what ran, when, where) and its verdict: the audit, interruptions, warnings
+//! and the gates, summed up in one headline.
+
+use super::format::{format_number, gib, group_thousands, secs};
+use crate::results::{Results, RunMeta};
+
+/// A run's facts: what ran, when, where.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Header {
+    pub scenario_name: String,
+    pub scenario_text: String,
+    /// (label, value) lines, in the order shown.
+    pub facts: Vec<(String, String)>,
+    /// PostgreSQL settings as recorded (the loadgen records the ones that matter).
+    pub pg_settings: Vec<(String, String)>,
+    pub notes: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    Passed,
+    Failed,
+    /// Interrupted, or a round did not finish: figures are partial.
+    Incomplete,
+    /// Worth a look, not a failure (a drain that did not finish, request errors).
+    Warning,
+    /// Neither good nor bad news.
+    Info,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Verdict {
+    pub status: Status,
+    /// One line: `PASSED: ...`, `FAILED: ...` or `INCOMPLETE: ...`.
+    pub headline: String,
+    pub items: Vec<(Status, String)>,
+}
+
+fn plural(n: usize) -> &'static str {
+    if n == 1 {
+        ""
+    } else {
+        "s"
+    }
+}
+
+fn scenario_fact(m: &RunMeta) -> String {
+    if m.scenario.path.is_empty() {
+        m.scenario.name.clone()
+    } else {
+        format!("{} ({})", m.scenario.name, m.scenario.path)
+    }
+}
+
+fn hash_fact(m: &RunMeta) -> String {
+    let mut hash = m.scenario.hash.clone();
+    if !m.scenario.overrides.is_empty() {
+        hash.push_str(&format!("; overrides: {}", m.scenario.overrides.join(", ")));
+    }
+    hash
+}
+
+fn rounds_fact(r: &Results) -> String {
+    let m = &r.meta;
+    format!(
+        "{} round{} × {} cell{}, {} s measured per cell and round (+{} s warm-up, excluded)",
+        m.rounds,
+        plural(m.rounds as usize),
+        r.cells.len(),
+        plural(r.cells.len()),
+        secs(m.duration_secs),
+        secs(m.warmup_secs)
+    )
+}
+
+fn cell_order_fact(r: &Results) -> String {
+    if r.meta.cell_order.is_empty() {
+        let names: Vec<&str> = r.cells.iter().map(|c| c.name.as_str()).collect();
+        names.join(", ")
+    } else {
+        r.meta.cell_order.join(", ")
+    }
+}
+
+fn postgres_fact(m: &RunMeta) -> String {
+    let origin = if m.postgres.embedded {
+        "throwaway cluster started by ackbench"
+    } else {
+        "existing server"
+    };
+    format!("{} ({origin})", m.postgres.version)
+}
+
+fn broker_fact(m: &RunMeta) -> String {
+    if !m.broker.external {
+        return format!("ackbench-broker {} (started per cell)", m.broker.version);
+    }
+    let version = if m.broker.version.is_empty() {
+        String::new()
+    } else {
+        format!(", version {}", m.broker.version)
+    };
+    format!(
+        "external at {}{version}",
+        m.broker.url.as_deref().unwrap_or("?")
+    )
+}
+
+/// The run's facts, in the order the page lists them.
+fn facts(r: &Results) -> Vec<(String, String)> {
+    let m = &r.meta;
+    let machine = format!(
+        "{}: {} cores, {}, {}",
+        m.machine.hostname,
+        m.machine.cores,
+        gib(m.machine.memory_bytes),
+        m.machine.os
+    );
+    let tool = format!(
+        "ackbench {}, results schema {}, seed {}",
+        m.tool_version, r.schema_version, m.seed
+    );
+    let revision = m.git_revision.as_deref().unwrap_or("unknown").to_string();
+    [
+        ("Scenario", scenario_fact(m)),
+        ("Scenario hash", hash_fact(m)),
+        ("Started", m.started_at.clone()),
+        ("Finished", m.finished_at.clone()),
+        ("Rounds", rounds_fact(r)),
+        ("Cell order in a round", cell_order_fact(r)),
+        ("Machine", machine),
+        ("PostgreSQL", postgres_fact(m)),
+        ("Broker", broker_fact(m)),
+        ("Git revision", revision),
+        ("Tool", tool),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect()
+}
+
+pub(super) fn header(r: &Results) -> Header {
+    let m = &r.meta;
+    Header {
+        scenario_name: m.scenario.name.clone(),
+        scenario_text: m.scenario.text.clone(),
+        facts: facts(r),
+        pg_settings: m
+            .postgres
+            .settings
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
+        notes: m.notes.clone(),
+    }
+}
+
+/// The run, or any of its rounds, did not finish.
+fn incomplete_items(r: &Results) -> Vec<(Status, String)> {
+    let mut items = Vec::new();
+    if !r.complete {
+        items.push((
+            Status::Incomplete,
+            "The run did not complete (interrupted, or a cell could not finish): figures cover only what was measured.".to_string(),
+        ));
+    }
+    for c in &r.cells {
+        for round in c.rounds.iter().filter(|x| !x.complete) {
+            items.push((
+                Status::Incomplete,
+                format!("{} round {} did not complete.", c.name, round.round),
+            ));
+        }
+    }
+    items
+}
+
+fn lost(r: &Results) -> u64 {
+    r.cells.iter().map(|c| c.summary.audit.lost).sum()
+}
+
+/// The audit over every cell: failed when any message was lost.
+fn audit_item(r: &Results) -> (Status, String) {
+    let lost = lost(r);
+    if lost > 0 {
+        let losing: Vec<String> = r
+            .cells
+            .iter()
+            .filter(|c| c.summary.audit.lost > 0)
+            .map(|c| {
+                format!(
+                    "{} lost {}",
+                    c.name,
+                    group_thousands(c.summary.audit.lost as f64)
+                )
+            })
+            .collect();
+        let text = format!(
+            "Audit FAILED: {} message{} lost ({}).",
+            group_thousands(lost as f64),
+            plural(lost as usize),
+            losing.join(", ")
+        );
+        return (Status::Failed, text);
+    }
+    if r.cells.is_empty() {
+        return (Status::Incomplete, "No cell was measured.".to_string());
+    }
+    let pushed: u64 = r.cells.iter().map(|c| c.summary.audit.pushed).sum();
+    let dups: u64 = r.cells.iter().map(|c| c.summary.audit.duplicates).sum();
+    let text = format!(
+        "Audit passed: every one of {} pushed messages was acked, dead-lettered or dropped by policy; {} duplicate deliveries.",
+        group_thousands(pushed as f64),
+        group_thousands(dups as f64)
+    );
+    (Status::Passed, text)
+}
+
+/// Worth a look per cell: a drain that did not finish, request errors.
+fn cell_warnings(r: &Results) -> Vec<(Status, String)> {
+    let mut items = Vec::new();
+    for c in &r.cells {
+        if !c.summary.audit.drained {
+            let text = format!(
+                "{}: the drain did not finish, so the audit may be incomplete.",
+                c.name
+            );
+            items.push((Status::Warning, text));
+        }
+        let errors = c.summary.figures.errors.median;
+        if errors > 0.0 {
+            let text = format!(
+                "{}: {} request errors per round (median).",
+                c.name,
+                format_number(errors)
+            );
+            items.push((Status::Warning, text));
+        }
+    }
+    items
+}
+
+fn failed_gates(r: &Results) -> Vec<&str> {
+    r.gates
+        .iter()
+        .filter(|g| !g.passed)
+        .map(|g| g.gate.as_str())
+        .collect()
+}
+
+fn gates_item(r: &Results) -> (Status, String) {
+    let failed = failed_gates(r);
+    let n = r.gates.len();
+    if n == 0 {
+        let text = "No gates were evaluated (the scenario has none).";
+        (Status::Info, text.to_string())
+    } else if failed.is_empty() && n == 1 {
+        (Status::Passed, "Gates: the one gate holds.".to_string())
+    } else if failed.is_empty() {
+        (Status::Passed, format!("Gates: all {n} hold."))
+    } else {
+        let text = format!(
+            "Gates FAILED: {} of {n} do not hold ({}).",
+            failed.len(),
+            failed.join("; ")
+        );
+        (Status::Failed, text)
+    }
+}
+
+/// The one line at the top: status, audit and gates in short.
+fn headline(r: &Results, status: Status) -> String {
+    let (failed, n) = (failed_gates(r).len(), r.gates.len());
+    let gates = match (n, failed) {
+        (0, _) => "no gates".to_string(),
+        (n, 0) => format!("{n}/{n} gates hold"),
+        (n, failed) => format!("{failed}/{n} gates FAILED"),
+    };
+    let audit = match lost(r) {
+        0 => "audit passed, 0 lost".to_string(),
+        lost => format!("audit FAILED, {} lost", group_thousands(lost as f64)),
+    };
+    match status {
+        Status::Failed if !r.complete => {
+            format!("FAILED: {audit}; {gates}; the run was interrupted")
+        }
+        Status::Failed => format!("FAILED: {audit}; {gates}"),
+        Status::Incomplete => format!("INCOMPLETE: the run was interrupted; {audit}; {gates}"),
+        _ => format!("PASSED: {audit}; {gates}"),
+    }
+}
+
+pub(super) fn verdict(r: &Results) -> Verdict {
+    let mut items = incomplete_items(r);
+    items.push(audit_item(r));
+    items.extend(cell_warnings(r));
+    items.push(gates_item(r));
+    let status = if lost(r) > 0 || !failed_gates(r).is_empty() {
+        Status::Failed
+    } else if !r.complete || items.iter().any(|(s, _)| *s == Status::Incomplete) {
+        Status::Incomplete
+    } else {
+        Status::Passed
+    };
+    Verdict {
+        status,
+        headline: headline(r, status),
+        items,
+    }
+}
