@@ -134,7 +134,7 @@ impl Workload {
                 "{label} drain {:.0}s  backlog {backlog}",
                 started.elapsed().as_secs_f64()
             ));
-            if backlog == 0 {
+            if backlog == 0 && self.ctx.pushes_settled() {
                 return true;
             }
             if *cancel.borrow() || started.elapsed() > limit {

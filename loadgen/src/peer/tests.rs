@@ -134,8 +134,8 @@ async fn pgq_hands_out_ticked_batches_and_retries_what_asks() {
             .is_empty(),
         "not ticked yet"
     );
-    d.tick(&db.client, true).await.unwrap();
-    let got = d.consume(&db.client, 3).await.unwrap();
+    // A tick comes once `batch` events are counted or the lag passes (100 ms).
+    let got = next_batch(&d, &db.client).await;
     let txns: Vec<String> = got
         .deliveries
         .iter()
@@ -147,18 +147,7 @@ async fn pgq_hands_out_ticked_batches_and_retries_what_asks() {
     assert_eq!(done.completed, vec!["t-0", "t-2"]);
     assert_eq!(done.redelivering, vec!["t-1"]);
     // The retried event comes back after maintenance and a tick.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    let redelivered = loop {
-        d.tick(&db.client, true).await.unwrap();
-        let got = d.consume(&db.client, 3).await.unwrap();
-        if !got.deliveries.is_empty() || std::time::Instant::now() > deadline {
-            break got;
-        }
-        if got.pgq_batch.is_some() {
-            d.answer(&db.client, &got, &[]).await.unwrap();
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    };
+    let redelivered = next_batch(&d, &db.client).await;
     assert_eq!(redelivered.deliveries.len(), 1);
     assert_eq!(redelivered.deliveries[0].transaction_id, "t-1");
     assert_eq!(redelivered.deliveries[0].attempt, 2);
@@ -166,6 +155,22 @@ async fn pgq_hands_out_ticked_batches_and_retries_what_asks() {
         .await
         .unwrap();
     assert_eq!(d.backlog(&db.client).await.unwrap(), 0);
+}
+
+/// Ticks and consumes until a batch with events comes (finishing empty ones), for 10 s at most.
+async fn next_batch(d: &Driver, client: &Client) -> Consumed {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        d.tick(client, true).await.unwrap();
+        let got = d.consume(client, 3).await.unwrap();
+        if !got.deliveries.is_empty() || std::time::Instant::now() > deadline {
+            return got;
+        }
+        if got.pgq_batch.is_some() {
+            d.answer(client, &got, &[]).await.unwrap();
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
 }
 
 #[test]

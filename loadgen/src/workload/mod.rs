@@ -100,6 +100,9 @@ pub struct CellContext {
     pub latency: Recorder,
     pub counters: Counters,
     phase: AtomicU8,
+    /// Pushes sent and not yet booked in the ledger: the drain waits for them, or a push
+    /// answered after the ledger looked empty would be audited as lost.
+    pushes_in_flight: AtomicU64,
     /// The last error seen, for the progress line and the log.
     pub last_error: std::sync::Mutex<Option<String>>,
 }
@@ -112,6 +115,7 @@ impl CellContext {
             latency: Recorder::default(),
             counters: Counters::default(),
             phase: AtomicU8::new(Phase::Warmup as u8),
+            pushes_in_flight: AtomicU64::new(0),
             last_error: std::sync::Mutex::new(None),
         }
     }
@@ -130,6 +134,17 @@ impl CellContext {
         self.latency.set_measuring(p == Phase::Measure);
     }
 
+    /// Marks a push in flight until the returned guard is dropped (after its booking).
+    pub fn push_in_flight(&self) -> InFlight<'_> {
+        self.pushes_in_flight.fetch_add(1, Ordering::SeqCst);
+        InFlight(&self.pushes_in_flight)
+    }
+
+    /// Whether no push is between its send and its booking.
+    pub fn pushes_settled(&self) -> bool {
+        self.pushes_in_flight.load(Ordering::SeqCst) == 0
+    }
+
     /// The broker of a broker cell (HTTP workers run only there).
     pub fn broker(&self) -> &BrokerClient {
         self.client
@@ -140,6 +155,15 @@ impl CellContext {
     pub fn error(&self, what: String) {
         Counters::bump(&self.counters.errors, 1);
         *self.last_error.lock().expect("error lock") = Some(what);
+    }
+}
+
+/// A push between its send and its booking (see `CellContext::push_in_flight`).
+pub struct InFlight<'a>(&'a AtomicU64);
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
     }
 }
 

@@ -182,6 +182,12 @@ async fn produce(plan: PeerPlan, id: u32, ctx: Arc<CellContext>) {
             }
             None => Instant::now(),
         };
+        // In flight before the phase is read again: the drain either sees this produce or
+        // this producer sees the drain.
+        let in_flight = ctx.push_in_flight();
+        if !matches!(ctx.phase(), Phase::Warmup | Phase::Measure) {
+            break;
+        }
         let intended_us = now_us().saturating_sub(intended.elapsed().as_micros() as u64);
         writer.write(seq, Some(intended_us), plan.batch);
         if interval.is_some() {
@@ -198,6 +204,7 @@ async fn produce(plan: PeerPlan, id: u32, ctx: Arc<CellContext>) {
             }
             Err(e) => ctx.error(format!("produce: {e}")),
         }
+        drop(in_flight);
         seq += 1;
     }
 }

@@ -49,13 +49,16 @@ pub async fn run(plan: ProducerPlan, ctx: Arc<CellContext>) {
             Some(iv) => {
                 let at = start + iv.mul_f64(seq as f64);
                 tokio::time::sleep_until(at.into()).await;
-                if !matches!(ctx.phase(), Phase::Warmup | Phase::Measure) {
-                    break;
-                }
                 at
             }
             None => Instant::now(),
         };
+        // In flight before the phase is read again: the drain either sees this push or this
+        // producer sees the drain.
+        let _in_flight = ctx.push_in_flight();
+        if !matches!(ctx.phase(), Phase::Warmup | Phase::Measure) {
+            break;
+        }
         let partition = if plan.random_partitions {
             rng.u32(0..count)
         } else {
