@@ -32,11 +32,14 @@ const GRID: RGBColor = RGBColor(0xE4, 0xE4, 0xE4);
 const NEUTRAL: RGBColor = RGBColor(0x44, 0x44, 0x44);
 
 /// Colour-blind safe (Okabe–Ito); `none`, the baseline, is a neutral dark grey.
-const KNOWN: [(&str, RGBColor); 4] = [
+const KNOWN: [(&str, RGBColor); 6] = [
     ("registry+fusion", RGBColor(0x00, 0x72, 0xB2)),
     ("registry", RGBColor(0x00, 0x9E, 0x73)),
     ("fusion", RGBColor(0xE6, 0x9F, 0x00)),
     ("none", RGBColor(0x55, 0x55, 0x55)),
+    // The peers.
+    ("pgmq", RGBColor(0xCC, 0x79, 0xA7)),
+    ("pgq", RGBColor(0xD5, 0x5E, 0x00)),
 ];
 const EXTRA: [RGBColor; 4] = [
     RGBColor(0xCC, 0x79, 0xA7),

@@ -794,3 +794,39 @@ fn write_sample_reports() {
     )
     .unwrap();
 }
+
+#[test]
+fn peers_get_a_table_each_with_the_broker_cells_ratios_to_them() {
+    let mut r = small_results();
+    assert!(
+        model::build(&r).runs[0].peers.is_empty(),
+        "no peer ran, no peer table"
+    );
+    // The fixture's `fusion` cell stands in for a peer that ran in the same rounds.
+    let peer = r.cells.iter_mut().find(|c| c.name == "fusion").unwrap();
+    peer.name = "pgmq".into();
+    peer.fusion = false;
+    let m = model::build(&r);
+    let tables = &m.runs[0].peers;
+    assert_eq!(tables.len(), 1);
+    let t = &tables[0];
+    assert_eq!(t.peer, "pgmq");
+    let keys: Vec<&str> = t.figures.iter().map(|d| d.key).collect();
+    assert_eq!(keys, model::PEER_FIGURES);
+    let cells: Vec<&str> = t.rows.iter().map(|row| row.cell.as_str()).collect();
+    assert_eq!(cells, ["pgmq", "registry+fusion", "registry", "none"]);
+    assert!(t.rows[0].is_peer && t.rows[0].figures.iter().all(|f| f.ratio.is_none()));
+    let pgmq = r.cell("pgmq").unwrap();
+    let fused = r.cell("registry+fusion").unwrap();
+    let ratios: Vec<f64> = fused
+        .rounds
+        .iter()
+        .zip(&pgmq.rounds)
+        .map(|(a, b)| a.figures.ack_throughput / b.figures.ack_throughput)
+        .collect();
+    let throughput = &t.rows[1].figures[0];
+    assert_eq!(throughput.key, "ack_throughput");
+    assert_eq!(throughput.ratio, Some(Spread::of(&ratios)));
+    let html = render_report(&r).unwrap();
+    assert!(html.contains("id=\"peers\"") && html.contains("driven straight over SQL"));
+}

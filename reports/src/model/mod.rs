@@ -9,6 +9,7 @@ mod chart;
 mod comparison;
 mod format;
 mod latency;
+mod peers;
 mod series;
 mod tables;
 mod verdict;
@@ -18,6 +19,7 @@ pub use chart::*;
 pub use comparison::{CompareCell, CompareRow, Comparison};
 pub use format::{format_number, format_ratio, format_value};
 pub use latency::spectrum_points;
+pub use peers::{peer_tables, PeerRow, PeerTable, PEERS, PEER_FIGURES, PEER_NOTE};
 pub use tables::{
     figure_def, ratio_to, summary_figure, AuditRow, FigureCell, GateRow, GlanceRow, SummaryRow,
     Tone, KEY_FIGURES, SUMMARY_FIGURES, SUMMARY_SPLIT,
@@ -49,6 +51,8 @@ pub struct RunModel {
     pub summary: Vec<SummaryRow>,
     pub audit: Vec<AuditRow>,
     pub gates: Vec<GateRow>,
+    /// "Against the peers": one table per peer queue that ran (none without peers).
+    pub peers: Vec<PeerTable>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -241,5 +245,6 @@ fn run_model(r: &Results, tag: &str, label: &str) -> RunModel {
         summary: tables::summary_rows(r),
         audit: tables::audit_rows(r),
         gates: tables::gate_rows(r),
+        peers: peers::peer_tables(r),
     }
 }

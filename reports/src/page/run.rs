@@ -1,13 +1,14 @@
 //! The sections of a run's report, laid out from its `RunModel`: the interruption banner, the
-//! verdict, the run's facts, the "at a glance" and summary tables, the audit and the gates.
+//! verdict, the run's facts, the "at a glance" and summary tables, the peers, the audit and
+//! the gates.
 
 use maud::{html, Markup};
 
 use super::chrome::{facts, notes_and_scenario, swatch, th_with_unit, warnings};
 use super::compare;
 use crate::model::{
-    format_number, AuditRow, FigureCell, ReportModel, RunModel, Status, SummaryRow, Tone, BASELINE,
-    SUMMARY_FIGURES, SUMMARY_SPLIT,
+    format_number, AuditRow, FigureCell, PeerTable, ReportModel, RunModel, Status, SummaryRow,
+    Tone, BASELINE, PEER_NOTE, SUMMARY_FIGURES, SUMMARY_SPLIT,
 };
 
 /// The line under the title: when and where, or which two runs are compared.
@@ -36,7 +37,11 @@ pub(super) fn body(m: &ReportModel, charts: &[Markup]) -> Markup {
         (warnings(&m.warnings))
         (side_by_side(m, run_facts))
         @match &m.comparison {
-            None => { (glance(&m.runs[0])) (summary(&m.runs[0], "summary", "Summary")) }
+            None => {
+                (glance(&m.runs[0]))
+                (summary(&m.runs[0], "summary", "Summary"))
+                (peers(&m.runs[0]))
+            }
             Some(c) => { (compare::table(m, c)) }
         }
         @for c in charts { (c) }
@@ -161,6 +166,41 @@ fn figure_td(f: &FigureCell) -> Markup {
     html! {
         td data-key=(f.key) data-median=[f.value.map(|v| v.median.to_string())]
             data-ratio=[f.ratio.map(|r| r.median.to_string())] { (value(f, true)) }
+    }
+}
+
+/// "Against the peers": one table per peer, the broker cells' ratios to it.
+fn peers(run: &RunModel) -> Markup {
+    html! {
+        @if !run.peers.is_empty() {
+            section id="peers" {
+                h2 { "Against the peers" }
+                p class="help" {
+                    (PEER_NOTE) " Medians over rounds; × is a broker cell's ratio to the peer, \
+                     taken round by round."
+                }
+                @for t in &run.peers { (peer_table(t)) }
+            }
+        }
+    }
+}
+
+fn peer_table(t: &PeerTable) -> Markup {
+    html! {
+        div class="scroll" { table data-peer=(t.peer) {
+            thead { tr {
+                th class="l" { "cell" }
+                @for d in &t.figures {
+                    th { (th_with_unit(d.label, &format!("{}, × vs {}", d.column, t.peer))) }
+                }
+            } }
+            tbody { @for r in &t.rows {
+                tr data-cell=(r.cell) class=[r.is_peer.then_some("total")] {
+                    th scope="row" { (swatch(&r.cell)) (r.cell) }
+                    @for f in &r.figures { (figure_td(f)) }
+                }
+            } }
+        } }
     }
 }
 
