@@ -3,11 +3,16 @@
 //! A PostgreSQL-backed queue that speaks Queen MQ's HTTP wire and implements the full ack
 //! contract of its log engine. The data flow, by module:
 //!
-//! - `http`: connections, request reading, the route table, error answers;
-//! - `routes`: one module per route family (push, pop, ack, lease, transaction, dlq, ...);
-//! - `push`: push fusion and the report of committed segments (below the push route);
-//! - `storage`: the pool and the embedded migrations of `sql/` (all SQL lives there);
-//! - `pop`: the pop domain (hotlist, pop fusion, claims); `segment_cache`: decoded segments;
+//! - `server`: accepting connections, reading requests, dispatching them to `routes`;
+//! - `http`: a leaf: the route table, the request and answer types, error answers;
+//! - `routes`: one module per route family (push, pop, ack, lease, transaction, dlq, ...):
+//!   parse the request, call a domain, write the answer; domain errors become answers there;
+//! - domains, which know nothing of HTTP and answer their own error types: `ack` (the ack
+//!   path and its accelerators), `pop` (hotlist, pop fusion, claims), `push` (push fusion and
+//!   the report of committed segments);
+//! - `storage`: the pool, the embedded migrations of `sql/` (all SQL lives there), startup,
+//!   `DbError` with the procedures' structured refusals, shared reads; `segment_cache`: decoded
+//!   segments;
 //! - `segment`: packing and unpacking the compressed frames of a segment;
 //! - `longpoll`: parked pops woken by pushes; `retention`: the background purge;
 //! - `config`, `metrics`, `app`: environment, counters, shared state.
@@ -24,15 +29,13 @@ pub mod retention;
 pub mod routes;
 pub mod segment;
 pub mod segment_cache;
+pub mod server;
 pub mod storage;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use hyper::server::conn::http1;
-use hyper::service::service_fn;
-use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -52,7 +55,7 @@ impl Broker {
     /// Connects, applies the migrations, binds the listener and starts serving.
     pub async fn start(config: Config) -> Result<Broker, String> {
         let pool = storage::pool(&config.database, config.pool_size)?;
-        migrate(&config.database).await?;
+        storage::startup::migrate(&config.database).await?;
         let listener = TcpListener::bind(config.listen)
             .await
             .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
@@ -60,7 +63,7 @@ impl Broker {
         let app = App::start(config, pool);
         let (stop, stopped) = watch::channel(false);
         let tasks = vec![
-            tokio::spawn(accept_loop(app.clone(), listener, stopped)),
+            tokio::spawn(server::accept_loop(app.clone(), listener, stopped)),
             tokio::spawn(retention::run(app.clone())),
             tokio::spawn(accelerator_summaries(app.clone())),
         ];
@@ -97,34 +100,6 @@ impl Broker {
         }
         self.app.pool.close();
     }
-}
-
-/// Applies the migrations over a dedicated connection, retrying while PostgreSQL is starting.
-async fn migrate(database: &tokio_postgres::Config) -> Result<(), String> {
-    let mut last = String::new();
-    for attempt in 0..30 {
-        match database.connect(tokio_postgres::NoTls).await {
-            Ok((mut client, connection)) => {
-                let conn = tokio::spawn(connection);
-                let result = storage::migrations::apply(&mut client).await;
-                drop(client);
-                let _ = conn.await;
-                let applied = result?;
-                if applied > 0 {
-                    tracing::info!(applied, "schema migrations applied");
-                }
-                return Ok(());
-            }
-            Err(e) => {
-                last = e.to_string();
-                if attempt == 0 {
-                    tracing::warn!(error = %last, "PostgreSQL not reachable yet; retrying");
-                }
-                tokio::time::sleep(Duration::from_millis(500)).await;
-            }
-        }
-    }
-    Err(format!("cannot connect to PostgreSQL: {last}"))
 }
 
 /// The `ack-fusion` and `push-fusion` targets' `coalesce summary` and the `ack-registry`
@@ -166,39 +141,5 @@ async fn accelerator_summaries(app: Arc<App>) {
             }
             (hits, misses) = (nh, nm);
         }
-    }
-}
-
-async fn accept_loop(app: Arc<App>, listener: TcpListener, mut stopped: watch::Receiver<bool>) {
-    loop {
-        let (stream, peer) = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok(pair) => pair,
-                Err(e) => {
-                    tracing::warn!(error = %e, "accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
-            _ = stopped.changed() => return,
-        };
-        let _ = stream.set_nodelay(true);
-        let app = app.clone();
-        let mut stopped = stopped.clone();
-        tokio::spawn(async move {
-            let service = service_fn(move |req| http::serve(app.clone(), req));
-            let conn = http1::Builder::new()
-                .keep_alive(true)
-                .serve_connection(TokioIo::new(stream), service);
-            tokio::pin!(conn);
-            tokio::select! {
-                result = conn.as_mut() => {
-                    if let Err(e) = result {
-                        tracing::debug!(%peer, error = %e, "connection ended with an error");
-                    }
-                }
-                _ = stopped.changed() => conn.as_mut().graceful_shutdown(),
-            }
-        });
     }
 }

@@ -191,12 +191,7 @@ async fn push_fused(
     }
     match failure {
         None => Ok(settled),
-        Some(message) => Err(DbError {
-            context: "log_push_multi_v1",
-            message,
-            code: None,
-        }
-        .into()),
+        Some(message) => Err(DbError::unavailable("log_push_multi_v1", message).into()),
     }
 }
 
@@ -384,7 +379,7 @@ async fn original_ids(
         if ids.contains_key(&(*pid, *off)) {
             continue;
         }
-        if let Some(frame) = crate::routes::frame_at(db, *pid, *off).await? {
+        if let Some(frame) = crate::storage::frame_at(db, *pid, *off).await? {
             ids.insert((*pid, *off), frame.message_id);
         }
     }
