@@ -1,9 +1,7 @@
 //! Every malformed request of the push/pop/configure slice is a 4xx naming what is wrong, and
 //! writes nothing.
 
-mod common;
-
-use common::TestBroker;
+use crate::common::TestBroker;
 use hyper::{Method, StatusCode};
 use serde_json::json;
 
