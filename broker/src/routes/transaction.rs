@@ -49,15 +49,15 @@ use crate::ack::hash_path::success;
 use crate::ack::registry::Positions;
 use crate::ack::{self, AckGroup, AckItem, AckStatus, HashOutcome, PositionalOutcome};
 use crate::app::App;
-use crate::http::json::{parse_object, Fields};
+use crate::http::json::{field, read_body, Fields};
 use crate::http::{self, Answer, ApiError, Request};
 use crate::metrics::Metrics;
-use crate::routes::ack::parse_item;
-use crate::routes::push::{validate_items, Item};
+use crate::routes::ack::{explain_item as explain_ack, item as ack_item};
+use crate::routes::push::{explain_items, validate_items, Item};
 use crate::segment::{self, FrameRef};
 use crate::storage::DbError;
 use ackbench_wire::hash::hash_hex;
-use ackbench_wire::{txn_hash, AckResult, PushResult, TxnHash};
+use ackbench_wire::{txn_hash, AckResult, Operation, PushResult, TransactionBody, TxnHash};
 
 /// One validated operation.
 enum Op {
@@ -199,52 +199,60 @@ pub async fn handle(app: &App, req: &Request) -> Result<Answer, ApiError> {
 // validation
 
 fn parse(raw: &[u8]) -> Result<Body, ApiError> {
-    let body = parse_object(raw)?;
-    let root = Fields::root(&body);
-    let operations = root.req_array("operations")?;
-    if operations.is_empty() {
+    let body: TransactionBody = read_body(raw, explain)?;
+    if body.operations.is_empty() {
         return Err(ApiError::bad_request(
             "operations must hold at least one operation",
         ));
     }
-    let ops = operations
+    let ops = body
+        .operations
         .iter()
         .enumerate()
-        .map(|(i, v)| {
-            let f = Fields::of(v, format!("operations[{i}]"))?;
-            match f.req_nonempty("type")? {
-                "push" => Ok(Op::Push(validate_items(
-                    f.req_array("items")?,
-                    &f.name("items"),
-                )?)),
-                "ack" => Ok(Op::Ack(parse_item(&f, i, None)?)),
-                other => Err(ApiError::bad_request(format!(
-                    "{} must be \"push\" or \"ack\" (not `{other}`)",
-                    f.name("type")
-                ))),
+        .map(|(i, op)| {
+            let path = format!("operations[{i}]");
+            match op {
+                Operation::Push { items } => {
+                    Ok(Op::Push(validate_items(items, &field(&path, "items"))?))
+                }
+                Operation::Ack(a) => Ok(Op::Ack(ack_item(a, &path, i, None)?)),
             }
         })
         .collect::<Result<Vec<Op>, ApiError>>()?;
-    let required_leases = root
-        .opt_array("requiredLeases")?
-        .map(|leases| {
-            leases
-                .iter()
-                .enumerate()
-                .map(|(i, v)| match v.as_str() {
-                    Some(s) if !s.is_empty() => Ok(s.to_string()),
-                    _ => Err(ApiError::bad_request(format!(
-                        "requiredLeases[{i}] must be a non-empty string"
-                    ))),
-                })
-                .collect::<Result<Vec<String>, ApiError>>()
-        })
-        .transpose()?
-        .unwrap_or_default();
+    let required_leases = body.required_leases.unwrap_or_default();
+    if let Some(i) = required_leases.iter().position(String::is_empty) {
+        return Err(lease_not_a_string(i));
+    }
     Ok(Body {
         ops,
         required_leases,
     })
+}
+
+fn lease_not_a_string(i: usize) -> ApiError {
+    ApiError::bad_request(format!("requiredLeases[{i}] must be a non-empty string"))
+}
+
+/// Names the field of a body that does not fit `TransactionBody`.
+fn explain(root: &Fields<'_>) -> Result<(), ApiError> {
+    for (i, v) in root.req_array("operations")?.iter().enumerate() {
+        let f = Fields::of(v, format!("operations[{i}]"))?;
+        match f.req_nonempty("type")? {
+            "push" => explain_items(f.req_array("items")?, &f.name("items"))?,
+            "ack" => explain_ack(&f)?,
+            other => {
+                return Err(ApiError::bad_request(format!(
+                    "{} must be \"push\" or \"ack\" (not `{other}`)",
+                    f.name("type")
+                )))
+            }
+        }
+    }
+    let leases = root.opt_array("requiredLeases")?.into_iter().flatten();
+    match leases.enumerate().find(|(_, v)| !v.is_string()) {
+        Some((i, _)) => Err(lease_not_a_string(i)),
+        None => Ok(()),
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
