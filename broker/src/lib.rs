@@ -106,40 +106,57 @@ impl Broker {
 /// target's hit/miss line, about every 10 s, for the interval just ended (silent when nothing
 /// happened).
 async fn accelerator_summaries(app: Arc<App>) {
-    use std::sync::atomic::Ordering::Relaxed;
     let mut tick = tokio::time::interval(Duration::from_secs(10));
     tick.tick().await;
-    let (mut flushes, mut rows, mut hits, mut misses) = (0u64, 0u64, 0u64, 0u64);
-    let (mut push_flushes, mut push_frames) = (0u64, 0u64);
+    let mut last = Totals::default();
     loop {
         tick.tick().await;
-        if let Some(f) = &app.fusion {
-            let (nf, nr) = (f.stats.flushes.load(Relaxed), f.stats.rows.load(Relaxed));
-            let (commits, r) = (nf - flushes, nr - rows);
-            if commits > 0 {
-                let per = r as f64 / commits as f64;
-                tracing::info!(target: "ack-fusion", commits, rows = r, rows_per_commit = format!("{per:.2}"), "coalesce summary");
-            }
-            (flushes, rows) = (nf, nr);
+        let now = Totals::of(&app);
+        summarise(&app, &last, &now);
+        last = now;
+    }
+}
+
+/// The accelerators' running totals the summaries difference.
+#[derive(Default)]
+struct Totals {
+    ack: ack::stats::AckSnapshot,
+    push_flushes: u64,
+    push_frames: u64,
+}
+
+impl Totals {
+    fn of(app: &App) -> Totals {
+        use std::sync::atomic::Ordering::Relaxed;
+        let push = app.push_fusion.as_ref().map(|f| &f.stats);
+        Totals {
+            ack: ack::stats::AckSnapshot::of(app.registry.as_ref(), app.fusion.as_ref()),
+            push_flushes: push.map_or(0, |s| s.flushes.load(Relaxed)),
+            push_frames: push.map_or(0, |s| s.frames_written.load(Relaxed)),
         }
-        if let Some(f) = &app.push_fusion {
-            let nf = f.stats.flushes.load(Relaxed);
-            let nm = f.stats.frames_written.load(Relaxed);
-            let (commits, messages) = (nf - push_flushes, nm - push_frames);
-            if commits > 0 {
-                let per = messages as f64 / commits as f64;
-                tracing::info!(target: "push-fusion", commits, messages, messages_per_commit = format!("{per:.2}"), "coalesce summary");
-            }
-            (push_flushes, push_frames) = (nf, nm);
+    }
+}
+
+/// Logs what happened between `last` and `now`.
+fn summarise(app: &App, last: &Totals, now: &Totals) {
+    if let (Some(n), l) = (&now.ack.fusion, last.ack.fusion.unwrap_or_default()) {
+        let (commits, rows) = (n.flushes - l.flushes, n.rows - l.rows);
+        if commits > 0 {
+            let per = rows as f64 / commits as f64;
+            tracing::info!(target: "ack-fusion", commits, rows, rows_per_commit = format!("{per:.2}"), "coalesce summary");
         }
-        if let Some(reg) = &app.registry {
-            let (nh, nm) = (reg.hits.load(Relaxed), reg.misses.load(Relaxed));
-            let (h, m) = (nh - hits, nm - misses);
-            if h + m > 0 {
-                let rate = h as f64 / (h + m) as f64;
-                tracing::info!(target: "ack-registry", hits = h, misses = m, hit_rate = format!("{rate:.3}"), entries = reg.entries(), "registry summary");
-            }
-            (hits, misses) = (nh, nm);
+    }
+    let commits = now.push_flushes - last.push_flushes;
+    if app.push_fusion.is_some() && commits > 0 {
+        let messages = now.push_frames - last.push_frames;
+        let per = messages as f64 / commits as f64;
+        tracing::info!(target: "push-fusion", commits, messages, messages_per_commit = format!("{per:.2}"), "coalesce summary");
+    }
+    if let (Some(n), l) = (&now.ack.registry, last.ack.registry.unwrap_or_default()) {
+        let (hits, misses) = (n.hits - l.hits, n.misses - l.misses);
+        if hits + misses > 0 {
+            let rate = hits as f64 / (hits + misses) as f64;
+            tracing::info!(target: "ack-registry", hits, misses, hit_rate = format!("{rate:.3}"), entries = n.entries, "registry summary");
         }
     }
 }
