@@ -6,12 +6,16 @@
 //! clients send some). Semantic checks (non-empty strings, UUIDs, statuses, ranges) are the
 //! broker's: these types only fix the shapes.
 
+use std::marker::PhantomData;
+
+use serde::de::{self, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Map, Value};
 
 /// `POST /api/v1/push`: `{"items": [...]}`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PushBody {
+    #[serde(deserialize_with = "objects")]
     pub items: Vec<PushItem>,
 }
 
@@ -78,6 +82,7 @@ pub struct AckBody {
 pub struct AckBatchBody {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub consumer_group: Option<String>,
+    #[serde(deserialize_with = "objects")]
     pub acknowledgments: Vec<AckBody>,
 }
 
@@ -92,6 +97,7 @@ pub struct LeaseExtendBody {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct TransactionBody {
+    #[serde(deserialize_with = "objects")]
     pub operations: Vec<Operation>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub required_leases: Option<Vec<String>>,
@@ -101,7 +107,10 @@ pub struct TransactionBody {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "lowercase")]
 pub enum Operation {
-    Push { items: Vec<PushItem> },
+    Push {
+        #[serde(deserialize_with = "objects")]
+        items: Vec<PushItem>,
+    },
     Ack(AckBody),
 }
 
@@ -116,6 +125,53 @@ pub struct ConfigureBody {
     pub task: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub options: Option<Map<String, Value>>,
+}
+
+/// An array whose every element is a JSON object read as `T`. Serde would also read a struct
+/// from an array (positionally); the wire only has objects, so an array element is refused.
+fn objects<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Vec<T>, D::Error> {
+    d.deserialize_seq(ObjectsVisitor(PhantomData))
+}
+
+struct ObjectsVisitor<T>(PhantomData<T>);
+
+impl<'de, T: Deserialize<'de>> Visitor<'de> for ObjectsVisitor<T> {
+    type Value = Vec<T>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("an array of objects")
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<T>, A::Error> {
+        let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(0));
+        while let Some(Object(t)) = seq.next_element()? {
+            out.push(t);
+        }
+        Ok(out)
+    }
+}
+
+/// One element of `objects`: a JSON object, read as `T`.
+struct Object<T>(T);
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for Object<T> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Object<T>, D::Error> {
+        d.deserialize_map(ObjectVisitor(PhantomData))
+    }
+}
+
+struct ObjectVisitor<T>(PhantomData<T>);
+
+impl<'de, T: Deserialize<'de>> Visitor<'de> for ObjectVisitor<T> {
+    type Value = Object<T>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("an object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Object<T>, A::Error> {
+        T::deserialize(de::value::MapAccessDeserializer::new(map)).map(Object)
+    }
 }
 
 #[cfg(test)]
@@ -144,6 +200,19 @@ mod tests {
             matches!(parsed.operations[1], Operation::Ack(ref a) if a.lease_id.as_deref() == Some("l"))
         );
         assert_eq!(serde_json::to_value(&parsed).unwrap(), body);
+    }
+
+    #[test]
+    fn array_elements_must_be_objects_not_positional_arrays() {
+        let positional = json!({"items": [["q", "p", "t", 1]]});
+        assert!(serde_json::from_value::<PushBody>(positional).is_err());
+        let ack = json!({"acknowledgments": [["t", "p", "completed"]]});
+        assert!(serde_json::from_value::<AckBatchBody>(ack).is_err());
+        let op = json!({"operations": [["ack", "t", "p", "completed"]]});
+        assert!(serde_json::from_value::<TransactionBody>(op).is_err());
+        let fine =
+            json!({"operations": [{"type": "push", "items": [{"queue": "q", "payload": 1}]}]});
+        assert!(serde_json::from_value::<TransactionBody>(fine).is_ok());
     }
 
     #[test]
