@@ -1,6 +1,11 @@
 -- 013_structured_refusals.sql: refusals as data, the lease predicate and the cursor advance
 -- written once, and the v1 pop procedures that 012 superseded dropped.
 --
+-- Redefined here (same signatures, same behaviour): log_ack_at_v1, log_ack_by_hash_v1,
+-- log_dlq_head_v1, log_renew_lease_v1, log_renew_lease_tenant_v1, log_transaction_wire_v1 and
+-- log_transaction_ack_v1. The pop engine of 012 keeps its own "no live lease" test inside its
+-- set-based claim.
+--
 -- Before this file the transaction wire formatted its refusals into the exception message
 -- ('QTXN ack 3 refused: ...') and the broker parsed the words back. From here on every refusal
 -- the broker reads is raised with a fixed message and a JSON object in DETAIL (the broker's
@@ -112,6 +117,214 @@ BEGIN
     RETURN jsonb_build_object('ok', true, 'error', NULL, 'acked', v_new - c.committed,
                               'committed', v_new,
                               'lease_released', v_release AND c.batch_end IS NOT NULL);
+END;
+$$;
+
+-- queen.log_ack_by_hash_v1(partition id, group, worker, hashes[], statuses[]) -> jsonb
+-- Contract: unchanged from 006_ack.sql (the authoritative hash path; see there for the
+-- resolution, the branches and the answer), now validating the lease through lease_live_v1.
+-- Its cursor UPDATE stays its own: unlike log_cursor_advance_v1 it charges the retry budget
+-- (failed) and resets attempts independently of releasing the lease.
+-- Locks: the consumer row, FOR UPDATE (log_ack_consumer_v1). Never a log_partitions row.
+CREATE OR REPLACE FUNCTION queen.log_ack_by_hash_v1(p_partition_id uuid, p_group text,
+                                                    p_worker text, p_hashes bytea[],
+                                                    p_statuses text[])
+RETURNS jsonb
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_leased boolean := COALESCE(p_worker, '') <> '';
+    c queen.log_consumers;
+    v_last bigint;
+    v_txns_start bigint;
+    v_retry_limit integer;
+    v_dlq_enabled boolean;
+    v_lo bigint;
+    v_hi bigint;
+    v_lo_row bigint;
+    v_near bigint;
+    v_far_row bigint;
+    v_max_ok bigint;
+    v_sig bigint;
+    v_sig_status text;
+    v_noop text[];
+    v_stale text[];
+    v_unresolved text[];
+    v_offsets bigint[];
+    v_old bigint;
+    v_new bigint;
+    v_branch text;
+    v_release boolean := false;
+    v_reset boolean := false;
+    v_charge boolean := false;
+    v_dlq boolean := false;
+BEGIN
+    IF COALESCE(array_length(p_hashes, 1), 0) <> COALESCE(array_length(p_statuses, 1), 0) THEN
+        RAISE EXCEPTION 'QACK hashes and statuses differ in length';
+    END IF;
+    IF EXISTS (SELECT 1 FROM unnest(p_statuses) AS s
+               WHERE s IS NULL OR s NOT IN ('completed', 'failed', 'retry', 'dlq'))
+       OR EXISTS (SELECT 1 FROM unnest(p_hashes) AS h WHERE h IS NULL OR length(h) <> 16) THEN
+        RAISE EXCEPTION 'QACK a status is not completed/failed/retry/dlq or a hash is not 16 bytes';
+    END IF;
+
+    c := queen.log_ack_consumer_v1(p_partition_id, p_group, v_leased);
+    IF c.partition_id IS NULL THEN
+        IF v_leased THEN
+            RETURN queen.log_ack_refused_v1('invalid or expired lease');
+        END IF;
+        -- No such partition: nothing can resolve.
+        RETURN queen.log_ack_refused_v1(NULL) || jsonb_build_object(
+            'ok', true, 'branch', 'partial',
+            'unresolvedHashes', to_jsonb(ARRAY(SELECT encode(h, 'hex') FROM unnest(p_hashes) AS h)),
+            'offsets', to_jsonb(ARRAY(SELECT NULL::bigint FROM unnest(p_hashes))));
+    END IF;
+    IF v_leased AND NOT (c.worker_id IS NOT DISTINCT FROM p_worker
+                         AND queen.lease_live_v1(c.batch_end, c.lease_expires_at)) THEN
+        RETURN queen.log_ack_refused_v1('invalid or expired lease');
+    END IF;
+
+    SELECT p.last_offset, p.txns_start, q.retry_limit, q.dead_letter_queue OR q.dlq_after_max_retries
+    INTO v_last, v_txns_start, v_retry_limit, v_dlq_enabled
+    FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
+    WHERE p.id = p_partition_id;
+
+    v_old := c.committed;
+    v_lo := GREATEST(c.committed + 1, v_txns_start);
+    v_hi := CASE WHEN v_leased THEN c.batch_end ELSE v_last END;
+    v_lo_row := COALESCE((SELECT max(t.base_offset) FROM queen.log_txns t
+                          WHERE t.partition_id = p_partition_id AND t.base_offset <= v_lo), v_lo);
+    -- The near part of the span. Under a lease it is the whole span. Without one it is the
+    -- row's (possibly expired) lease span, or at least 1024 offsets: where a lease-less ack's
+    -- transactionIds almost always are. The far part is read only for hashes not found nearer.
+    v_near := CASE WHEN v_leased THEN v_hi
+                   ELSE LEAST(v_hi, GREATEST(COALESCE(c.batch_end, v_lo - 1), v_lo + 1023)) END;
+    IF v_near < v_hi THEN
+        v_far_row := COALESCE((SELECT max(t.base_offset) FROM queen.log_txns t
+                               WHERE t.partition_id = p_partition_id
+                                 AND t.base_offset <= v_near + 1), v_near + 1);
+    END IF;
+
+    WITH input AS MATERIALIZED (
+        SELECT i.ord, i.hash, i.status
+        FROM unnest(p_hashes, p_statuses) WITH ORDINALITY AS i(hash, status, ord)
+    ), near AS MATERIALIZED (
+        SELECT substring(t.hashes FROM k * 16 + 1 FOR 16) AS hash, t.base_offset + k AS off
+        FROM queen.log_txns t
+        CROSS JOIN LATERAL generate_series(GREATEST(v_lo - t.base_offset, 0)::integer,
+                                           (LEAST(t.end_offset, v_near) - t.base_offset)::integer)
+                           AS k
+        WHERE t.partition_id = p_partition_id
+          AND t.base_offset >= v_lo_row AND t.base_offset <= v_near
+          AND t.end_offset >= v_lo
+    ), missing AS MATERIALIZED (
+        SELECT DISTINCT i.hash FROM input i
+        WHERE NOT EXISTS (SELECT 1 FROM near n WHERE n.hash = i.hash)
+    ), far AS (
+        -- Lease-less only, and only when some hash was not found nearer (the uncorrelated
+        -- EXISTS gates the whole scan). With few such hashes, a row's blob is exploded only
+        -- when position() finds one of them in it.
+        SELECT substring(t.hashes FROM k * 16 + 1 FOR 16) AS hash, t.base_offset + k AS off
+        FROM queen.log_txns t
+        CROSS JOIN LATERAL generate_series(GREATEST(v_near + 1 - t.base_offset, 0)::integer,
+                                           (LEAST(t.end_offset, v_hi) - t.base_offset)::integer)
+                           AS k
+        WHERE v_near < v_hi AND EXISTS (SELECT 1 FROM missing)
+          AND t.partition_id = p_partition_id
+          AND t.base_offset >= v_far_row AND t.base_offset <= v_hi
+          AND t.end_offset > v_near
+          AND ((SELECT count(*) FROM missing) > 16
+               OR EXISTS (SELECT 1 FROM missing m WHERE position(m.hash IN t.hashes) > 0))
+    ), occ AS (
+        SELECT hash, off FROM near
+        UNION ALL
+        SELECT hash, off FROM far
+    ), hit AS (
+        SELECT o.hash, min(o.off) AS eff
+        FROM occ o
+        WHERE o.hash IN (SELECT hash FROM input)
+        GROUP BY o.hash
+    ), resolved AS MATERIALIZED (
+        SELECT i.ord, i.hash, i.status, h.eff,
+               CASE WHEN h.eff IS NOT NULL THEN false
+                    ELSE EXISTS (
+                        SELECT 1 FROM queen.log_txns t
+                        WHERE t.partition_id = p_partition_id
+                          AND t.base_offset >= v_txns_start AND t.base_offset <= c.committed
+                          AND position(i.hash IN t.hashes) > 0
+                          AND queen.log_hash_index_v1(
+                                  t.hashes, i.hash, 0,
+                                  (LEAST(t.end_offset, c.committed) - t.base_offset)::integer)
+                              IS NOT NULL)
+               END AS below
+        FROM input i LEFT JOIN hit h USING (hash)
+    ), sig AS (
+        SELECT r.eff, r.status
+        FROM resolved r
+        WHERE r.status <> 'completed' AND r.eff IS NOT NULL
+        ORDER BY r.eff, CASE r.status WHEN 'dlq' THEN 0 WHEN 'failed' THEN 1 ELSE 2 END
+        LIMIT 1
+    )
+    SELECT (SELECT max(r.eff) FROM resolved r WHERE r.status = 'completed'),
+           (SELECT s.eff FROM sig s),
+           (SELECT s.status FROM sig s),
+           ARRAY(SELECT encode(r.hash, 'hex') FROM resolved r
+                 WHERE r.eff IS NULL AND r.below AND r.status = 'completed' ORDER BY r.ord),
+           ARRAY(SELECT encode(r.hash, 'hex') FROM resolved r
+                 WHERE r.eff IS NULL AND r.below AND r.status <> 'completed' ORDER BY r.ord),
+           ARRAY(SELECT encode(r.hash, 'hex') FROM resolved r
+                 WHERE r.eff IS NULL AND NOT r.below ORDER BY r.ord),
+           ARRAY(SELECT r.eff FROM resolved r ORDER BY r.ord)
+    INTO v_max_ok, v_sig, v_sig_status, v_noop, v_stale, v_unresolved, v_offsets;
+
+    -- The maximum acked-ok offset, clamped below the head signal; never backward.
+    v_new := COALESCE(v_max_ok, v_old);
+    IF v_sig IS NOT NULL THEN
+        v_new := LEAST(v_new, v_sig - 1);
+    END IF;
+    v_new := GREATEST(v_new, v_old);
+
+    IF v_sig IS NULL THEN
+        IF (c.batch_end IS NOT NULL AND v_new >= c.batch_end)
+           OR (c.batch_end IS NULL AND v_new > v_old) THEN
+            v_branch := 'completed'; v_release := true; v_reset := true;
+        ELSE
+            v_branch := 'partial';
+        END IF;
+    ELSIF v_sig_status = 'dlq' THEN
+        v_branch := 'dlq'; v_dlq := true;
+    ELSIF v_sig_status = 'retry' THEN
+        v_branch := 'retry'; v_release := true;
+    ELSIF c.batch_retry_count < v_retry_limit THEN
+        v_branch := 'failed'; v_release := true; v_charge := true;
+    ELSIF v_dlq_enabled THEN
+        v_branch := 'failed_dlq'; v_dlq := true;
+    ELSE
+        v_branch := 'failed_drop'; v_release := true; v_reset := true;
+        v_new := GREATEST(v_old, v_sig);
+    END IF;
+
+    IF v_new <> v_old OR v_release OR v_reset OR v_charge THEN
+        UPDATE queen.log_consumers lc SET
+            committed = v_new,
+            batch_end = CASE WHEN v_release THEN NULL ELSE lc.batch_end END,
+            worker_id = CASE WHEN v_release THEN NULL ELSE lc.worker_id END,
+            lease_expires_at = CASE WHEN v_release THEN NULL ELSE lc.lease_expires_at END,
+            batch_retry_count = CASE WHEN v_reset THEN 0
+                                     WHEN v_charge THEN lc.batch_retry_count + 1
+                                     ELSE lc.batch_retry_count END,
+            attempt_count = CASE WHEN v_reset THEN 0 ELSE lc.attempt_count END,
+            attempt_from = CASE WHEN v_reset THEN NULL ELSE lc.attempt_from END,
+            total_consumed = lc.total_consumed + (v_new - v_old)
+        WHERE lc.partition_id = p_partition_id AND lc.consumer_group = p_group;
+    END IF;
+
+    RETURN jsonb_build_object(
+        'ok', true, 'error', NULL, 'acked', v_new - v_old, 'committed', v_new,
+        'lease_released', v_release AND c.batch_end IS NOT NULL,
+        'dlq', v_dlq, 'dlq_offset', CASE WHEN v_dlq THEN v_sig END,
+        'signal', v_sig_status, 'signal_offset', v_sig, 'branch', v_branch,
+        'noopHashes', to_jsonb(v_noop), 'staleHashes', to_jsonb(v_stale),
+        'unresolvedHashes', to_jsonb(v_unresolved), 'offsets', to_jsonb(v_offsets));
 END;
 $$;
 
