@@ -3,11 +3,16 @@
 //! A PostgreSQL-backed queue that speaks Queen MQ's HTTP wire and implements the full ack
 //! contract of its log engine. The data flow, by module:
 //!
-//! - `http`: connections, request reading, the route table, error answers;
-//! - `routes`: one module per route family (push, pop, ack, lease, transaction, dlq, ...);
-//! - `push`: push fusion and the report of committed segments (below the push route);
-//! - `storage`: the pool and the embedded migrations of `sql/` (all SQL lives there);
-//! - `pop`: the pop domain (hotlist, pop fusion, claims); `segment_cache`: decoded segments;
+//! - `server`: accepting connections, reading requests, dispatching them to `routes`;
+//! - `http`: a leaf: the route table, the request and answer types, error answers;
+//! - `routes`: one module per route family (push, pop, ack, lease, transaction, dlq, ...):
+//!   parse the request, call a domain, write the answer; domain errors become answers there;
+//! - domains, which know nothing of HTTP and answer their own error types: `ack` (the ack
+//!   path and its accelerators), `pop` (hotlist, pop fusion, claims), `push` (push fusion and
+//!   the report of committed segments);
+//! - `storage`: the pool, the embedded migrations of `sql/` (all SQL lives there), startup,
+//!   `DbError` with the procedures' structured refusals, shared reads; `segment_cache`: decoded
+//!   segments;
 //! - `segment`: packing and unpacking the compressed frames of a segment;
 //! - `longpoll`: parked pops woken by pushes; `retention`: the background purge;
 //! - `config`, `metrics`, `app`: environment, counters, shared state.
@@ -24,15 +29,13 @@ pub mod retention;
 pub mod routes;
 pub mod segment;
 pub mod segment_cache;
+pub mod server;
 pub mod storage;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use hyper::server::conn::http1;
-use hyper::service::service_fn;
-use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -52,7 +55,7 @@ impl Broker {
     /// Connects, applies the migrations, binds the listener and starts serving.
     pub async fn start(config: Config) -> Result<Broker, String> {
         let pool = storage::pool(&config.database, config.pool_size)?;
-        migrate(&config.database).await?;
+        storage::startup::migrate(&config.database).await?;
         let listener = TcpListener::bind(config.listen)
             .await
             .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
@@ -60,7 +63,7 @@ impl Broker {
         let app = App::start(config, pool);
         let (stop, stopped) = watch::channel(false);
         let tasks = vec![
-            tokio::spawn(accept_loop(app.clone(), listener, stopped)),
+            tokio::spawn(server::accept_loop(app.clone(), listener, stopped)),
             tokio::spawn(retention::run(app.clone())),
             tokio::spawn(accelerator_summaries(app.clone())),
         ];
@@ -99,106 +102,61 @@ impl Broker {
     }
 }
 
-/// Applies the migrations over a dedicated connection, retrying while PostgreSQL is starting.
-async fn migrate(database: &tokio_postgres::Config) -> Result<(), String> {
-    let mut last = String::new();
-    for attempt in 0..30 {
-        match database.connect(tokio_postgres::NoTls).await {
-            Ok((mut client, connection)) => {
-                let conn = tokio::spawn(connection);
-                let result = storage::migrations::apply(&mut client).await;
-                drop(client);
-                let _ = conn.await;
-                let applied = result?;
-                if applied > 0 {
-                    tracing::info!(applied, "schema migrations applied");
-                }
-                return Ok(());
-            }
-            Err(e) => {
-                last = e.to_string();
-                if attempt == 0 {
-                    tracing::warn!(error = %last, "PostgreSQL not reachable yet; retrying");
-                }
-                tokio::time::sleep(Duration::from_millis(500)).await;
-            }
-        }
-    }
-    Err(format!("cannot connect to PostgreSQL: {last}"))
-}
-
 /// The `ack-fusion` and `push-fusion` targets' `coalesce summary` and the `ack-registry`
 /// target's hit/miss line, about every 10 s, for the interval just ended (silent when nothing
 /// happened).
 async fn accelerator_summaries(app: Arc<App>) {
-    use std::sync::atomic::Ordering::Relaxed;
     let mut tick = tokio::time::interval(Duration::from_secs(10));
     tick.tick().await;
-    let (mut flushes, mut rows, mut hits, mut misses) = (0u64, 0u64, 0u64, 0u64);
-    let (mut push_flushes, mut push_frames) = (0u64, 0u64);
+    let mut last = Totals::default();
     loop {
         tick.tick().await;
-        if let Some(f) = &app.fusion {
-            let (nf, nr) = (f.stats.flushes.load(Relaxed), f.stats.rows.load(Relaxed));
-            let (commits, r) = (nf - flushes, nr - rows);
-            if commits > 0 {
-                let per = r as f64 / commits as f64;
-                tracing::info!(target: "ack-fusion", commits, rows = r, rows_per_commit = format!("{per:.2}"), "coalesce summary");
-            }
-            (flushes, rows) = (nf, nr);
-        }
-        if let Some(f) = &app.push_fusion {
-            let nf = f.stats.flushes.load(Relaxed);
-            let nm = f.stats.frames_written.load(Relaxed);
-            let (commits, messages) = (nf - push_flushes, nm - push_frames);
-            if commits > 0 {
-                let per = messages as f64 / commits as f64;
-                tracing::info!(target: "push-fusion", commits, messages, messages_per_commit = format!("{per:.2}"), "coalesce summary");
-            }
-            (push_flushes, push_frames) = (nf, nm);
-        }
-        if let Some(reg) = &app.registry {
-            let (nh, nm) = (reg.hits.load(Relaxed), reg.misses.load(Relaxed));
-            let (h, m) = (nh - hits, nm - misses);
-            if h + m > 0 {
-                let rate = h as f64 / (h + m) as f64;
-                tracing::info!(target: "ack-registry", hits = h, misses = m, hit_rate = format!("{rate:.3}"), entries = reg.entries(), "registry summary");
-            }
-            (hits, misses) = (nh, nm);
+        let now = Totals::of(&app);
+        summarise(&app, &last, &now);
+        last = now;
+    }
+}
+
+/// The accelerators' running totals the summaries difference.
+#[derive(Default)]
+struct Totals {
+    ack: ack::stats::AckSnapshot,
+    push_flushes: u64,
+    push_frames: u64,
+}
+
+impl Totals {
+    fn of(app: &App) -> Totals {
+        use std::sync::atomic::Ordering::Relaxed;
+        let push = app.push_fusion.as_ref().map(|f| &f.stats);
+        Totals {
+            ack: ack::stats::AckSnapshot::of(app.registry.as_ref(), app.fusion.as_ref()),
+            push_flushes: push.map_or(0, |s| s.flushes.load(Relaxed)),
+            push_frames: push.map_or(0, |s| s.frames_written.load(Relaxed)),
         }
     }
 }
 
-async fn accept_loop(app: Arc<App>, listener: TcpListener, mut stopped: watch::Receiver<bool>) {
-    loop {
-        let (stream, peer) = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok(pair) => pair,
-                Err(e) => {
-                    tracing::warn!(error = %e, "accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
-            _ = stopped.changed() => return,
-        };
-        let _ = stream.set_nodelay(true);
-        let app = app.clone();
-        let mut stopped = stopped.clone();
-        tokio::spawn(async move {
-            let service = service_fn(move |req| http::serve(app.clone(), req));
-            let conn = http1::Builder::new()
-                .keep_alive(true)
-                .serve_connection(TokioIo::new(stream), service);
-            tokio::pin!(conn);
-            tokio::select! {
-                result = conn.as_mut() => {
-                    if let Err(e) = result {
-                        tracing::debug!(%peer, error = %e, "connection ended with an error");
-                    }
-                }
-                _ = stopped.changed() => conn.as_mut().graceful_shutdown(),
-            }
-        });
+/// Logs what happened between `last` and `now`.
+fn summarise(app: &App, last: &Totals, now: &Totals) {
+    if let (Some(n), l) = (&now.ack.fusion, last.ack.fusion.unwrap_or_default()) {
+        let (commits, rows) = (n.flushes - l.flushes, n.rows - l.rows);
+        if commits > 0 {
+            let per = rows as f64 / commits as f64;
+            tracing::info!(target: "ack-fusion", commits, rows, rows_per_commit = format!("{per:.2}"), "coalesce summary");
+        }
+    }
+    let commits = now.push_flushes - last.push_flushes;
+    if app.push_fusion.is_some() && commits > 0 {
+        let messages = now.push_frames - last.push_frames;
+        let per = messages as f64 / commits as f64;
+        tracing::info!(target: "push-fusion", commits, messages, messages_per_commit = format!("{per:.2}"), "coalesce summary");
+    }
+    if let (Some(n), l) = (&now.ack.registry, last.ack.registry.unwrap_or_default()) {
+        let (hits, misses) = (n.hits - l.hits, n.misses - l.misses);
+        if hits + misses > 0 {
+            let rate = hits as f64 / (hits + misses) as f64;
+            tracing::info!(target: "ack-registry", hits, misses, hit_rate = format!("{rate:.3}"), entries = n.entries, "registry summary");
+        }
     }
 }

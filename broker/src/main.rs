@@ -1,6 +1,8 @@
 //! `ackbench-broker`: reads its configuration from the environment and serves until Ctrl-C or
 //! SIGTERM.
 
+use std::io::IsTerminal;
+
 use ackbench_broker::{Broker, Config};
 use tracing_subscriber::filter::Targets;
 use tracing_subscriber::prelude::*;
@@ -43,8 +45,14 @@ async fn serve(config: Config) {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or_else(|| Targets::new().with_default(tracing::Level::INFO));
+    // Colour only for a person at a terminal: the load generator captures stderr into files.
+    let ansi = std::io::stderr().is_terminal();
     tracing_subscriber::registry()
-        .with(tracing_subscriber::fmt::layer().with_writer(std::io::stderr))
+        .with(
+            tracing_subscriber::fmt::layer()
+                .with_ansi(ansi)
+                .with_writer(std::io::stderr),
+        )
         .with(filter)
         .init();
     let broker = match Broker::start(config).await {

@@ -1,14 +1,16 @@
 //! The broker's HTTP/JSON wire (shared spec `wire.md`), as types both sides use.
 //!
 //! The broker serialises its answers with these types and the load generator parses them with
-//! the same ones, so a change to the wire is one change. Requests are validated field by field
-//! inside the broker (to name the offending field), so only answer types live here, plus the
+//! the same ones; the broker reads its requests into the request types and the load generator
+//! sends bodies that read into them, so a change to the wire is one change. Plus the
 //! transactionId hash that both the broker and the audit need.
 
 pub mod hash;
+pub mod requests;
 pub mod types;
 
 pub use hash::{txn_hash, TxnHash};
+pub use requests::*;
 pub use types::*;
 
 /// The consumer group name that queue mode (no `consumerGroup`) uses on the wire and in storage.

@@ -24,9 +24,8 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use super::hash_path::HashOutcome;
-use super::{AckGroup, AckItem, AckStatus};
-use crate::http::ApiError;
-use crate::storage::DbError;
+use super::{AckError, AckGroup, AckItem, AckStatus};
+use crate::storage::{self, DbError};
 
 /// What the filing did.
 #[derive(Debug, Clone, PartialEq)]
@@ -57,10 +56,10 @@ pub async fn file_head(
     db: &Object,
     group: &AckGroup,
     outcome: &HashOutcome,
-) -> Result<DlqFiling, ApiError> {
-    let offset = outcome
-        .dlq_offset
-        .ok_or_else(|| ApiError::internal("log_ack_by_hash_v1 handed off a DLQ without offset"))?;
+) -> Result<DlqFiling, AckError> {
+    let offset = outcome.dlq_offset.ok_or_else(|| {
+        AckError::Shape("log_ack_by_hash_v1 handed off a DLQ without offset".into())
+    })?;
     let nack = the_nack(group, outcome, offset);
     let snap = snapshot(db, group.partition_id, offset, nack, outcome).await?;
     let stmt = db
@@ -118,32 +117,28 @@ async fn snapshot(
     offset: i64,
     nack: Option<&AckItem>,
     outcome: &HashOutcome,
-) -> Result<Snapshot, ApiError> {
+) -> Result<Snapshot, AckError> {
     let reason = nack
         .and_then(|i| i.error.clone())
         .filter(|e| !e.is_empty())
         .unwrap_or_else(|| generic_reason(outcome));
     let acked_txn = nack.map(|i| i.transaction_id.clone()).unwrap_or_default();
-    Ok(
-        match crate::routes::frame_at(db, partition_id, offset).await? {
-            Some(frame) => Snapshot {
-                message_id: Some(frame.message_id),
-                payload: serde_json::from_slice(&frame.payload).unwrap_or_else(|_| {
-                    Value::String(String::from_utf8_lossy(&frame.payload).into_owned())
-                }),
-                transaction_id: frame.transaction_id,
-                error: reason,
-            },
-            None => Snapshot {
-                message_id: None,
-                transaction_id: acked_txn,
-                payload: Value::Null,
-                error: format!(
-                    "{reason} (payload unavailable: its segment was removed by retention)"
-                ),
-            },
+    Ok(match storage::frame_at(db, partition_id, offset).await? {
+        Some(frame) => Snapshot {
+            message_id: Some(frame.message_id),
+            payload: serde_json::from_slice(&frame.payload).unwrap_or_else(|_| {
+                Value::String(String::from_utf8_lossy(&frame.payload).into_owned())
+            }),
+            transaction_id: frame.transaction_id,
+            error: reason,
         },
-    )
+        None => Snapshot {
+            message_id: None,
+            transaction_id: acked_txn,
+            payload: Value::Null,
+            error: format!("{reason} (payload unavailable: its segment was removed by retention)"),
+        },
+    })
 }
 
 fn generic_reason(outcome: &HashOutcome) -> String {

@@ -110,7 +110,7 @@ async fn synchronous(app: &App, group: &AckGroup, upto: i64, count: i32) -> Verd
             lease_released: o.lease_released,
         },
         Ok(o) => Verdict::Rejected(o.error.unwrap_or_default()),
-        Err(e) => Verdict::FlushErr(e.message),
+        Err(e) => Verdict::FlushErr(e.to_string()),
     }
 }
 
@@ -133,117 +133,4 @@ fn answers(
             noop: false,
         })
         .collect()
-}
-
-/// The accelerators' part of `/metrics`.
-pub fn render_metrics(app: &App, out: &mut String) {
-    use crate::metrics::{counter, gauge};
-    use std::sync::atomic::Ordering::Relaxed;
-    gauge(
-        out,
-        "queen_ack_registry_enabled",
-        "1 when the ack registry is on.",
-        f64::from(u8::from(app.registry.is_some())),
-    );
-    gauge(
-        out,
-        "queen_ack_fusion_enabled",
-        "1 when ack fusion is on.",
-        f64::from(u8::from(app.fusion.is_some())),
-    );
-    if let Some(r) = &app.registry {
-        counter(
-            out,
-            "queen_ack_registry_hits_total",
-            "Ack groups answered by a registry hit.",
-            r.hits.load(Relaxed),
-        );
-        counter(
-            out,
-            "queen_ack_registry_misses_total",
-            "Ack groups that took the SQL path.",
-            r.misses.load(Relaxed),
-        );
-        counter(
-            out,
-            "queen_ack_registry_evictions_total",
-            "Entries evicted by the memory bound.",
-            r.evictions.load(Relaxed),
-        );
-        counter(
-            out,
-            "queen_ack_registry_expirations_total",
-            "Entries swept by TTL.",
-            r.expirations.load(Relaxed),
-        );
-        gauge(
-            out,
-            "queen_ack_registry_entries",
-            "Live registry entries.",
-            r.entries() as f64,
-        );
-        gauge(
-            out,
-            "queen_ack_registry_bytes",
-            "Estimated registry memory.",
-            r.bytes() as f64,
-        );
-    }
-    if let Some(f) = &app.fusion {
-        let s = &f.stats;
-        let (flushes, rows) = (s.flushes.load(Relaxed), s.rows.load(Relaxed));
-        counter(
-            out,
-            "queen_ack_fusion_flushes_total",
-            "Fusion flushes (one commit each).",
-            flushes,
-        );
-        counter(
-            out,
-            "queen_ack_fusion_rows_total",
-            "Folded rows committed by flushes.",
-            rows,
-        );
-        counter(
-            out,
-            "queen_ack_fusion_requests_total",
-            "Registry hits enqueued for fusion.",
-            s.requests.load(Relaxed),
-        );
-        counter(
-            out,
-            "queen_ack_fusion_committed_total",
-            "Fused acks answered Committed.",
-            s.committed.load(Relaxed),
-        );
-        counter(
-            out,
-            "queen_ack_fusion_rejected_total",
-            "Fused acks answered Rejected (hash path).",
-            s.rejected.load(Relaxed),
-        );
-        counter(
-            out,
-            "queen_ack_fusion_flush_errors_total",
-            "Flushes that failed as a whole.",
-            s.flush_errors.load(Relaxed),
-        );
-        let per = if flushes > 0 {
-            rows as f64 / flushes as f64
-        } else {
-            0.0
-        };
-        gauge(
-            out,
-            "queen_ack_fusion_rows_per_commit",
-            "Rows per flush since start.",
-            per,
-        );
-        gauge(
-            out,
-            "queen_ack_fusion_shards",
-            "Fusion shards.",
-            app.config.ack_fusion_shards as f64,
-        );
-    }
 }

@@ -87,6 +87,11 @@ impl AckFusion {
         }
     }
 
+    /// How many shard tasks flush.
+    pub fn shards(&self) -> usize {
+        self.shards.len()
+    }
+
     /// Enqueues a hit and waits for its flush's verdict.
     pub async fn submit(&self, ack: FusedAck) -> Verdict {
         let shard = (xxh3_64(ack.partition.as_bytes()) % self.shards.len() as u64) as usize;

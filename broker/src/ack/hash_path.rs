@@ -30,9 +30,11 @@ use serde::Deserialize;
 use uuid::Uuid;
 
 use super::dlq_filing::{self, DlqFiling};
-use super::{AckGroup, AckItem, AckStatus, ERR_ALREADY_COMMITTED, ERR_LEASE, ERR_UNRESOLVABLE};
+use super::{
+    outcome, AckError, AckGroup, AckItem, AckStatus, ERR_ALREADY_COMMITTED, ERR_LEASE,
+    ERR_UNRESOLVABLE,
+};
 use crate::app::App;
-use crate::http::ApiError;
 use crate::metrics::Metrics;
 use crate::storage::DbError;
 use ackbench_wire::hash::hash_hex;
@@ -89,7 +91,7 @@ pub async fn ack_group_by_hash(
     app: &App,
     tenant: Uuid,
     group: &AckGroup,
-) -> Result<GroupAck, ApiError> {
+) -> Result<GroupAck, AckError> {
     let db = app.db("ack").await?;
     let result = ack_group_by_hash_on(app, &db, tenant, group).await;
     drop(db);
@@ -102,7 +104,7 @@ pub async fn ack_group_by_hash_on(
     db: &Object,
     tenant: Uuid,
     group: &AckGroup,
-) -> Result<GroupAck, ApiError> {
+) -> Result<GroupAck, AckError> {
     let hashes: Vec<[u8; 16]> = group
         .items
         .iter()
@@ -131,7 +133,7 @@ async fn call_by_hash(
     tenant: Uuid,
     group: &AckGroup,
     hashes: &[[u8; 16]],
-) -> Result<Option<HashOutcome>, ApiError> {
+) -> Result<Option<HashOutcome>, AckError> {
     let stmt = db
         .prepare_cached(
             "SELECT queen.log_ack_by_hash_v1(p.id, $2, $3, $4, $5) \
@@ -157,10 +159,7 @@ async fn call_by_hash(
         .await
         .map_err(|e| DbError::from_pg("log_ack_by_hash_v1", e))?;
     let Some(row) = row else { return Ok(None) };
-    let value: serde_json::Value = row.get(0);
-    serde_json::from_value(value).map(Some).map_err(|e| {
-        ApiError::internal(format!("log_ack_by_hash_v1 answered an unknown shape: {e}"))
-    })
+    outcome("log_ack_by_hash_v1", row.get(0)).map(Some)
 }
 
 /// The per-item answers of a group, in the group's order.

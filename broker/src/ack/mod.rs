@@ -7,6 +7,11 @@
 //! - `dlq_filing`: when the procedure hands off a poison offset (`dlq: true`, lease kept), the
 //!   broker unpacks that frame and files it through `queen.log_dlq_head_v1`.
 //! - `ack_at` (here): the positional advance `queen.log_ack_at_v1`, for the registry fast path.
+//! - `fast_path`, `fusion`, `registry`: the accelerators; `stats`: their counters' snapshot.
+//! - `on_leased` (here): a leasing pop's spans become registry entries.
+//!
+//! Knows nothing of HTTP: every function answers `AckError`, which `routes` turns into an
+//! answer.
 //!
 //! Connection discipline: a pooled connection is acquired per group, lazily, and released at the
 //! end of that group (`ack_group_by_hash`), so no caller ever holds one across groups or while
@@ -22,19 +27,52 @@ pub mod fast_path;
 pub mod fusion;
 pub mod hash_path;
 pub mod registry;
+pub mod stats;
 
 use deadpool_postgres::Object;
 use serde::Deserialize;
 use uuid::Uuid;
 
 use crate::app::App;
-use crate::http::ApiError;
 use crate::metrics::Metrics;
 use crate::storage::DbError;
 use ackbench_wire::AckResult;
 
 pub use dlq_filing::DlqFiling;
 pub use hash_path::{ack_group_by_hash, ack_group_by_hash_on, GroupAck, HashOutcome};
+
+/// Why an ack request could not be answered (a refusal of an item is an answer, not an error).
+#[derive(Debug, Clone)]
+pub enum AckError {
+    /// The database failed (no connection, a statement failed).
+    Db(DbError),
+    /// A procedure answered a shape this broker does not know (a version mismatch).
+    Shape(String),
+}
+
+impl From<DbError> for AckError {
+    fn from(e: DbError) -> AckError {
+        AckError::Db(e)
+    }
+}
+
+impl std::fmt::Display for AckError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AckError::Db(e) => e.fmt(f),
+            AckError::Shape(e) => f.write_str(e),
+        }
+    }
+}
+
+/// Reads a procedure's jsonb answer into `T`; `procedure` names it in the error.
+pub(crate) fn outcome<T: serde::de::DeserializeOwned>(
+    procedure: &str,
+    value: serde_json::Value,
+) -> Result<T, AckError> {
+    serde_json::from_value(value)
+        .map_err(|e| AckError::Shape(format!("{procedure} answered an unknown shape: {e}")))
+}
 
 /// The wire's error strings for an item that cannot take effect.
 pub const ERR_ALREADY_COMMITTED: &str = "already committed";
@@ -133,7 +171,7 @@ pub async fn ack_items(
     app: &App,
     tenant: Uuid,
     items: Vec<AckItem>,
-) -> Result<Vec<AckResult>, ApiError> {
+) -> Result<Vec<AckResult>, AckError> {
     let n = items.len();
     let mut slots: Vec<Option<AckResult>> = vec![None; n];
     for group in group_items(items) {
@@ -203,7 +241,7 @@ pub async fn ack_at(
     upto: i64,
     ok: bool,
     count: i32,
-) -> Result<PositionalOutcome, ApiError> {
+) -> Result<PositionalOutcome, AckError> {
     let stmt = db
         .prepare_cached("SELECT queen.log_ack_at_v1($1, $2, $3, $4, $5, $6)")
         .await
@@ -212,9 +250,43 @@ pub async fn ack_at(
         .query_one(&stmt, &[&partition_id, &group, &worker, &upto, &ok, &count])
         .await
         .map_err(|e| DbError::from_pg("log_ack_at_v1", e))?;
-    let value: serde_json::Value = row.get(0);
-    let outcome: PositionalOutcome = serde_json::from_value(value)
-        .map_err(|e| ApiError::internal(format!("log_ack_at_v1 answered an unknown shape: {e}")))?;
+    let outcome: PositionalOutcome = outcome("log_ack_at_v1", row.get(0))?;
     Metrics::add(&app.metrics.messages_acked, outcome.acked.max(0) as u64);
     Ok(outcome)
+}
+
+/// The span one partition delivered under a lease, with what the ack registry needs.
+pub struct LeasedSpan {
+    pub partition_id: Uuid,
+    pub queue: String,
+    pub partition: String,
+    pub span_end: i64,
+    pub lease_expires_at: Option<std::time::SystemTime>,
+    /// (hash, offset) of every delivered frame.
+    pub frames: Vec<(ackbench_wire::TxnHash, i64)>,
+}
+
+/// A leasing pop delivered these spans under `worker`: each becomes a registry entry (when the
+/// registry is on), so the full-batch ack that follows can take the fast path.
+pub fn on_leased(app: &App, tenant: Uuid, group: &str, worker: &str, spans: &[LeasedSpan]) {
+    let Some(registry) = &app.registry else {
+        return;
+    };
+    for span in spans.iter().filter(|s| !s.frames.is_empty()) {
+        let lease = span
+            .lease_expires_at
+            .and_then(|t| t.duration_since(std::time::SystemTime::now()).ok())
+            .unwrap_or_default();
+        registry.born(&registry::Delivered {
+            tenant,
+            partition_id: span.partition_id,
+            group,
+            worker,
+            queue: &span.queue,
+            partition: &span.partition,
+            batch_end: span.span_end,
+            frames: &span.frames,
+            lease,
+        });
+    }
 }

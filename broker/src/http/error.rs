@@ -1,12 +1,10 @@
-//! The one error type every handler returns, and how it becomes an answer.
+//! The one error type every handler returns: a status and a message, answered as
+//! `{"error": "..."}`.
 //!
-//! Client mistakes are 4xx with `{"error": "..."}` naming what is wrong; they are never logged
-//! as failures. Infrastructure failures are logged with their context and answered 503 (the
-//! database could not be reached) or 500 (anything else), never swallowed.
+//! Client mistakes are 4xx naming what is wrong; they are never logged as failures. The
+//! domains' errors become `ApiError`s in `routes::errors` (logged there, 503 or 500).
 
 use hyper::StatusCode;
-
-use crate::storage::DbError;
 
 #[derive(Debug)]
 pub struct ApiError {
@@ -35,17 +33,5 @@ impl ApiError {
 
     pub fn internal(message: impl Into<String>) -> ApiError {
         ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, message)
-    }
-}
-
-impl From<DbError> for ApiError {
-    fn from(e: DbError) -> ApiError {
-        tracing::error!(context = e.context, error = %e.message, "database failure");
-        let status = if e.code.is_none() {
-            StatusCode::SERVICE_UNAVAILABLE
-        } else {
-            StatusCode::INTERNAL_SERVER_ERROR
-        };
-        ApiError::new(status, format!("{}: database failure", e.context))
     }
 }

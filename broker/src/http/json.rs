@@ -1,8 +1,12 @@
-//! Field-by-field reading of JSON request bodies, so every refusal names the field.
+//! Reading JSON request bodies into the wire's request types, so that every refusal names the
+//! field.
 //!
-//! Bodies are parsed into `serde_json::Value` and read through `Fields`, which carries the path
-//! of the object (`items[3]`) so an error reads `items[3].queue must be a non-empty string`.
+//! `read_body` deserialises straight into the `ackbench_wire` type. Only when that fails is the
+//! body parsed into `serde_json::Value` and walked through `Fields` (which carries the path of
+//! the object, `items[3]`) by the route's `explain`, so the error reads
+//! `items[3].queue must be a non-empty string` rather than serde's wording.
 
+use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
 use super::error::ApiError;
@@ -14,6 +18,53 @@ pub fn parse_object(body: &[u8]) -> Result<Map<String, Value>, ApiError> {
     match value {
         Value::Object(map) => Ok(map),
         _ => Err(ApiError::bad_request("body must be a JSON object")),
+    }
+}
+
+/// Reads `body` into `T`; when it does not fit, `explain` walks it to name the offending field
+/// (and serde's own words are the answer if `explain` finds nothing).
+pub fn read_body<T: DeserializeOwned>(
+    body: &[u8],
+    explain: impl FnOnce(&Fields<'_>) -> Result<(), ApiError>,
+) -> Result<T, ApiError> {
+    // serde would also read a struct from a JSON array, positionally; the wire wants objects.
+    let object = body.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{');
+    let parsed = match object {
+        true => serde_json::from_slice(body).map_err(|e| e.to_string()),
+        false => Err("body must be a JSON object".to_string()),
+    };
+    match parsed {
+        Ok(t) => Ok(t),
+        Err(e) => {
+            let map = parse_object(body)?;
+            explain(&Fields::root(&map))?;
+            Err(ApiError::bad_request(format!(
+                "body does not fit the request: {e}"
+            )))
+        }
+    }
+}
+
+/// The name of `key` inside the object at `path` (`items[2].queue`; `queue` at the root).
+pub fn field(path: &str, key: &str) -> String {
+    if path.is_empty() {
+        key.to_string()
+    } else {
+        format!("{path}.{key}")
+    }
+}
+
+/// A given string must not be empty.
+pub fn nonempty(
+    value: Option<&str>,
+    name: impl FnOnce() -> String,
+) -> Result<Option<&str>, ApiError> {
+    match value {
+        Some("") => Err(ApiError::bad_request(format!(
+            "{} must be a non-empty string",
+            name()
+        ))),
+        other => Ok(other),
     }
 }
 
@@ -40,11 +91,7 @@ impl<'a> Fields<'a> {
     }
 
     pub fn name(&self, key: &str) -> String {
-        if self.path.is_empty() {
-            key.to_string()
-        } else {
-            format!("{}.{key}", self.path)
-        }
+        field(&self.path, key)
     }
 
     fn present(&self, key: &str) -> Option<&'a Value> {

@@ -20,15 +20,41 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
-use hyper::StatusCode;
 use uuid::Uuid;
 
 use crate::app::App;
-use crate::http::ApiError;
 use crate::segment_cache::{DecodedSegment, FrameView};
+use crate::storage::DbError;
 use claim::{Claim, ClaimRow, PopJob, Scope, Stored};
 use hotlist::{QueueKey, Take};
 use stats::PopStats;
+
+/// Why a pop could not be answered.
+#[derive(Debug)]
+pub enum PopError {
+    /// The database failed (no connection, a statement failed).
+    Db(DbError),
+    /// A pop fusion flush failed as a whole (the flush logged why).
+    Flush(String),
+    /// A stored segment could not be decoded.
+    Corrupt(String),
+}
+
+impl From<DbError> for PopError {
+    fn from(e: DbError) -> PopError {
+        PopError::Db(e)
+    }
+}
+
+impl std::fmt::Display for PopError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PopError::Db(e) => e.fmt(f),
+            PopError::Flush(e) => write!(f, "pop: {e}"),
+            PopError::Corrupt(e) => f.write_str(e),
+        }
+    }
+}
 
 /// Which partitions a pop may lease.
 #[derive(Debug, Clone)]
@@ -122,7 +148,7 @@ pub async fn pop_once(
     tenant: Uuid,
     p: &PopParams,
     recheck: bool,
-) -> Result<Option<Delivery>, ApiError> {
+) -> Result<Option<Delivery>, PopError> {
     let worker = if p.auto_ack {
         String::new()
     } else {
@@ -170,7 +196,7 @@ async fn pop_partition(
     queue: &str,
     partition: &str,
     worker: &str,
-) -> Result<Decoded, ApiError> {
+) -> Result<Decoded, PopError> {
     let group = p.group_name();
     let key = (
         tenant,
@@ -215,7 +241,7 @@ async fn pop_hot(
     queue: &str,
     worker: &str,
     recheck: bool,
-) -> Result<Decoded, ApiError> {
+) -> Result<Decoded, PopError> {
     let hot = app.hotlist.as_ref().expect("called with a hotlist");
     let group = p.group_name();
     let key: QueueKey = (tenant, queue.to_string());
@@ -247,7 +273,7 @@ async fn pop_hot(
 
 /// (Re)seeds the hotlist of `p`'s group on `key` from PostgreSQL, and wakes parked pops of
 /// the group when it found candidates.
-async fn seed(app: &App, key: &QueueKey, p: &PopParams) -> Result<(), ApiError> {
+async fn seed(app: &App, key: &QueueKey, p: &PopParams) -> Result<(), PopError> {
     let hot = app.hotlist.as_ref().expect("called with a hotlist");
     let group = p.group_name();
     let limit = claim::candidate_limit(p.max_partitions());
@@ -278,7 +304,7 @@ async fn pop_sql(
     p: &PopParams,
     scope: &Scope<'_>,
     worker: &str,
-) -> Result<Decoded, ApiError> {
+) -> Result<Decoded, PopError> {
     let c = Claim {
         group: p.group_name(),
         worker,
@@ -308,7 +334,7 @@ async fn claim_candidates(
     key: &QueueKey,
     candidates: Vec<Uuid>,
     worker: &str,
-) -> Result<Decoded, ApiError> {
+) -> Result<Decoded, PopError> {
     let group = p.group_name();
     let cached = cached_segments(app, key, group, &candidates, p.batch);
     let job = PopJob {
@@ -324,7 +350,7 @@ async fn claim_candidates(
     let rows = match &app.pop_fusion {
         Some(f) => f.submit(job).await.map_err(|e| {
             // The flush logged the failure with its context.
-            ApiError::new(StatusCode::SERVICE_UNAVAILABLE, format!("pop: {e}"))
+            PopError::Flush(e.to_string())
         })?,
         None => {
             let db = app.db("pop").await?;
@@ -403,7 +429,7 @@ fn cached_segments(
 
 /// Pairs every claimed row with its decoded segment: the held copy the claim resolved, or
 /// the shipped blob decoded (and kept).
-fn decode_rows(app: &App, rows: Vec<ClaimRow>) -> Result<Decoded, ApiError> {
+fn decode_rows(app: &App, rows: Vec<ClaimRow>) -> Result<Decoded, PopError> {
     let mut out = Vec::with_capacity(rows.len());
     for mut row in rows {
         let seg = match std::mem::replace(&mut row.segment, Stored::Missing) {
@@ -429,9 +455,9 @@ fn decode_rows(app: &App, rows: Vec<ClaimRow>) -> Result<Decoded, ApiError> {
     Ok(out)
 }
 
-fn corrupt(pid: Uuid, base: i64, e: String) -> ApiError {
+fn corrupt(pid: Uuid, base: i64, e: String) -> PopError {
     tracing::error!(partition_id = %pid, base, error = %e, "stored segment cannot be delivered");
-    ApiError::internal(format!("segment of partition {pid} at {base}: {e}"))
+    PopError::Corrupt(format!("segment of partition {pid} at {base}: {e}"))
 }
 
 /// Groups decoded rows into one span per partition (rows arrive partition by partition).

@@ -1,11 +1,11 @@
-//! The pop engine's counters and their `/metrics` section: how often the hotlist was seeded,
-//! how many long-polls the pending gate parked without SQL, how pop fusion batched, and how
-//! many segments came from the decoded cache instead of PostgreSQL.
+//! The pop engine's counters (how often the hotlist was seeded, how many long-polls the pending
+//! gate parked without SQL, how pop fusion batched, how many segments came from the decoded
+//! cache instead of PostgreSQL) and a point-in-time copy of them for `metrics.rs` to render.
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
-use crate::app::App;
-use crate::metrics::{counter, gauge};
+use super::fusion::PopFusion;
+use crate::segment_cache::SegmentCache;
 
 #[derive(Default)]
 pub struct PopStats {
@@ -23,123 +23,53 @@ impl PopStats {
     }
 }
 
-/// Appends the pop engine's series to the exposition.
-pub fn render_metrics(app: &App, out: &mut String) {
-    let s = &app.pop_stats;
-    let flag = |on: bool| f64::from(u8::from(on));
-    gauge(
-        out,
-        "queen_pop_hotlist_enabled",
-        "1 when the hotlist is on.",
-        flag(app.hotlist.is_some()),
-    );
-    gauge(
-        out,
-        "queen_pop_fusion_enabled",
-        "1 when pop fusion is on.",
-        flag(app.pop_fusion.is_some()),
-    );
-    let series: [(&str, &str, &AtomicU64); 6] = [
-        (
-            "queen_pop_hotlist_seeds_total",
-            "Candidate lists (re)seeded from PostgreSQL.",
-            &s.hotlist_seeds,
-        ),
-        (
-            "queen_pop_gate_parks_total",
-            "Long-poll attempts the pending gate answered without SQL.",
-            &s.gate_parks,
-        ),
-        (
-            "queen_pop_sql_wildcards_total",
-            "Pops that ran the bounded SQL wildcard.",
-            &s.sql_wildcards,
-        ),
-        (
-            "queen_pop_stale_candidates_total",
-            "Claims of listed candidates that delivered nothing.",
-            &s.stale_candidates,
-        ),
-        (
-            "queen_pop_segments_cached_total",
-            "Delivered segments served decoded from the cache.",
-            &s.segments_cached,
-        ),
-        (
-            "queen_pop_segments_shipped_total",
-            "Delivered segments whose blob PostgreSQL shipped.",
-            &s.segments_shipped,
-        ),
-    ];
-    for (name, help, value) in series {
-        counter(out, name, help, value.load(Relaxed));
-    }
-    if let Some(f) = &app.pop_fusion {
-        let (flushes, jobs) = (f.stats.flushes.load(Relaxed), f.stats.jobs.load(Relaxed));
-        counter(
-            out,
-            "queen_pop_fusion_flushes_total",
-            "Pop fusion flushes (one commit each).",
-            flushes,
-        );
-        counter(
-            out,
-            "queen_pop_fusion_jobs_total",
-            "Pops claimed through fusion flushes.",
-            jobs,
-        );
-        counter(
-            out,
-            "queen_pop_fusion_flush_errors_total",
-            "Pop flushes that failed as a whole.",
-            f.stats.flush_errors.load(Relaxed),
-        );
-    }
-    render_settings(app, out);
-    let (segments, bytes) = app.segments.usage();
-    gauge(
-        out,
-        "queen_segment_cache_segments",
-        "Decoded segments held.",
-        segments as f64,
-    );
-    gauge(
-        out,
-        "queen_segment_cache_bytes",
-        "Bytes the decoded segments hold.",
-        bytes as f64,
-    );
+/// Pop fusion's counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PopFusionSnapshot {
+    pub flushes: u64,
+    pub jobs: u64,
+    pub flush_errors: u64,
 }
 
-/// The engine's switches and sizes as `queen_engine_setting{name="VARIABLE"}`, so a results
-/// document records which engine each cell ran (the load generator keeps them as gauges).
-fn render_settings(app: &App, out: &mut String) {
-    let c = &app.config;
-    let flag = |on: bool| u64::from(on);
-    let settings: [(&str, u64); 14] = [
-        ("QUEEN_HOTLIST", flag(c.hotlist)),
-        ("QUEEN_HOTLIST_RESEED_MS", c.hotlist_reseed_ms),
-        ("QUEEN_POP_PENDING_GATE", flag(c.pop_pending_gate)),
-        ("QUEEN_POP_FUSION", flag(c.pop_fusion)),
-        ("QUEEN_POP_FUSION_SHARDS", c.pop_fusion_shards as u64),
-        ("QUEEN_POP_FUSION_HOLD_MS", c.pop_fusion_hold_ms),
-        ("QUEEN_SEGMENT_CACHE_MB", c.segment_cache_mb as u64),
-        ("QUEEN_PUSH_FUSION", flag(c.push_fusion)),
-        ("QUEEN_PUSH_FUSION_SHARDS", c.push_fusion_shards as u64),
-        ("QUEEN_PUSH_BUNDLE_MAX", c.push_bundle_max as u64),
-        (
-            "QUEEN_PUSH_FUSION_MAX_INFLIGHT",
-            c.push_fusion_max_inflight as u64,
-        ),
-        ("QUEEN_PUSH_FUSION_HOLD_MS", c.push_fusion_hold_ms),
-        ("QUEEN_ACK_FUSION_SHARDS", c.ack_fusion_shards as u64),
-        ("DB_POOL_SIZE", c.pool_size as u64),
-    ];
-    out.push_str("# HELP queen_engine_setting The broker's engine settings, by variable.\n");
-    out.push_str("# TYPE queen_engine_setting gauge\n");
-    for (name, value) in settings {
-        out.push_str(&format!(
-            "queen_engine_setting{{name=\"{name}\"}} {value}\n"
-        ));
+/// The pop engine's counters at one instant.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PopSnapshot {
+    pub hotlist_enabled: bool,
+    pub hotlist_seeds: u64,
+    pub gate_parks: u64,
+    pub sql_wildcards: u64,
+    pub stale_candidates: u64,
+    pub segments_cached: u64,
+    pub segments_shipped: u64,
+    /// `None` when pop fusion is off.
+    pub fusion: Option<PopFusionSnapshot>,
+    pub cache_segments: usize,
+    pub cache_bytes: usize,
+}
+
+impl PopSnapshot {
+    pub fn of(
+        s: &PopStats,
+        hotlist_enabled: bool,
+        fusion: Option<&PopFusion>,
+        segments: &SegmentCache,
+    ) -> PopSnapshot {
+        let (cache_segments, cache_bytes) = segments.usage();
+        PopSnapshot {
+            hotlist_enabled,
+            hotlist_seeds: s.hotlist_seeds.load(Relaxed),
+            gate_parks: s.gate_parks.load(Relaxed),
+            sql_wildcards: s.sql_wildcards.load(Relaxed),
+            stale_candidates: s.stale_candidates.load(Relaxed),
+            segments_cached: s.segments_cached.load(Relaxed),
+            segments_shipped: s.segments_shipped.load(Relaxed),
+            fusion: fusion.map(|f| PopFusionSnapshot {
+                flushes: f.stats.flushes.load(Relaxed),
+                jobs: f.stats.jobs.load(Relaxed),
+                flush_errors: f.stats.flush_errors.load(Relaxed),
+            }),
+            cache_segments,
+            cache_bytes,
+        }
     }
 }

@@ -557,7 +557,7 @@ async fn call_multi(
     let rows = db
         .query(&stmt, &[&tenants, &queues, &partitions, &hashes, &blobs])
         .await
-        .map_err(|e| format!("log_push_multi_v1: {}", pg_message(&e)))?;
+        .map_err(|e| crate::storage::DbError::from_pg("log_push_multi_v1", e).to_string())?;
     let mut outs: Vec<Option<SegmentOut>> = segments.iter().map(|_| None).collect();
     for row in rows {
         let i = row.get::<_, i32>("ordinal") as usize - 1;
@@ -622,23 +622,8 @@ pub async fn message_id_at(
     partition_id: Uuid,
     offset: i64,
 ) -> Result<Option<Uuid>, String> {
-    let row = db
-        .query_opt(
-            "SELECT base_offset, blob FROM queen.log_segment_at_v1($1, $2)",
-            &[&partition_id, &offset],
-        )
+    let frame = crate::storage::frame_at(db, partition_id, offset)
         .await
-        .map_err(|e| format!("log_segment_at_v1: {}", pg_message(&e)))?;
-    let Some(row) = row else { return Ok(None) };
-    let base: i64 = row.get(0);
-    let frames = segment::unpack(row.get(1))
-        .map_err(|e| format!("segment of partition {partition_id} at {offset}: {e}"))?;
-    Ok(frames.get((offset - base) as usize).map(|f| f.message_id))
-}
-
-fn pg_message(e: &tokio_postgres::Error) -> String {
-    match e.as_db_error() {
-        Some(db) => format!("{} ({})", db.message(), db.code().code()),
-        None => e.to_string(),
-    }
+        .map_err(|e| e.to_string())?;
+    Ok(frame.map(|f| f.message_id))
 }

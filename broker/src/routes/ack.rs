@@ -1,4 +1,5 @@
-//! `POST /api/v1/ack` and `POST /api/v1/ack/batch` (shared spec `wire.md`, "Ack").
+//! `POST /api/v1/ack` and `POST /api/v1/ack/batch` (shared spec `wire.md`, "Ack"); bodies read
+//! into `ackbench_wire::{AckBody, AckBatchBody}`.
 //!
 //! Single: `{transactionId, partitionId, status, consumerGroup?, leaseId?, error?}`. Batch:
 //! `{consumerGroup?, acknowledgments: [{transactionId, partitionId, status, leaseId?, error?,
@@ -19,9 +20,9 @@ use uuid::Uuid;
 
 use crate::ack::{self, AckItem, AckStatus};
 use crate::app::App;
-use crate::http::json::{parse_object, Fields};
+use crate::http::json::{field, nonempty, read_body, Fields};
 use crate::http::{self, Answer, ApiError, Request, Route};
-use ackbench_wire::QUEUE_MODE_GROUP;
+use ackbench_wire::{AckBatchBody, AckBody, QUEUE_MODE_GROUP};
 
 const MAX_TXN_BYTES: usize = 65535;
 
@@ -33,46 +34,44 @@ pub async fn handle(app: &App, req: &Request) -> Result<Answer, ApiError> {
 
 /// Validates the body of either route into ack items (index = request position).
 pub fn parse(req: &Request) -> Result<Vec<AckItem>, ApiError> {
-    let body = parse_object(&req.body)?;
-    let root = Fields::root(&body);
     if req.route == Route::Ack {
-        return Ok(vec![parse_item(&root, 0, None)?]);
+        let body: AckBody = read_body(&req.body, explain_item)?;
+        return Ok(vec![item(&body, "", 0, None)?]);
     }
-    let default_group = root.opt_nonempty("consumerGroup")?;
-    root.req_array("acknowledgments")?
+    let body: AckBatchBody = read_body(&req.body, explain_batch)?;
+    let group = nonempty(body.consumer_group.as_deref(), || "consumerGroup".into())?;
+    body.acknowledgments
         .iter()
         .enumerate()
-        .map(|(i, v)| {
-            let f = Fields::of(v, format!("acknowledgments[{i}]"))?;
-            parse_item(&f, i, default_group)
-        })
+        .map(|(i, a)| item(a, &format!("acknowledgments[{i}]"), i, group))
         .collect()
 }
 
-/// One item; `default_group` is the batch's consumerGroup.
-pub fn parse_item(
-    f: &Fields<'_>,
+/// One item read from the object at `path`; `default_group` is the batch's consumerGroup.
+pub fn item(
+    a: &AckBody,
+    path: &str,
     index: usize,
     default_group: Option<&str>,
 ) -> Result<AckItem, ApiError> {
-    let transaction_id = f.req_nonempty("transactionId")?;
+    let name = |key: &str| field(path, key);
+    let transaction_id = required(&a.transaction_id, || name("transactionId"))?;
     if transaction_id.len() > MAX_TXN_BYTES {
         return Err(ApiError::bad_request(format!(
             "{} must be at most {MAX_TXN_BYTES} bytes",
-            f.name("transactionId")
+            name("transactionId")
         )));
     }
-    let partition_id = Uuid::parse_str(f.req_nonempty("partitionId")?)
-        .map_err(|_| ApiError::bad_request(format!("{} must be a UUID", f.name("partitionId"))))?;
-    let status = f.req_nonempty("status")?;
+    let partition_id = Uuid::parse_str(required(&a.partition_id, || name("partitionId"))?)
+        .map_err(|_| ApiError::bad_request(format!("{} must be a UUID", name("partitionId"))))?;
+    let status = required(&a.status, || name("status"))?;
     let status = AckStatus::parse(status).ok_or_else(|| {
         ApiError::bad_request(format!(
             "{} must be one of completed, failed, retry, dlq (not `{status}`)",
-            f.name("status")
+            name("status")
         ))
     })?;
-    let consumer_group = f
-        .opt_nonempty("consumerGroup")?
+    let consumer_group = nonempty(a.consumer_group.as_deref(), || name("consumerGroup"))?
         .or(default_group)
         .unwrap_or(QUEUE_MODE_GROUP)
         .to_string();
@@ -81,8 +80,33 @@ pub fn parse_item(
         transaction_id: transaction_id.to_string(),
         partition_id,
         consumer_group,
-        lease_id: f.opt_str("leaseId")?.unwrap_or("").to_string(),
+        lease_id: a.lease_id.clone().unwrap_or_default(),
         status,
-        error: f.opt_str("error")?.map(str::to_string),
+        error: a.error.clone(),
     })
+}
+
+/// A required string: present (serde saw to that) and not empty.
+fn required(value: &str, name: impl FnOnce() -> String) -> Result<&str, ApiError> {
+    nonempty(Some(value), name).map(|v| v.unwrap_or_default())
+}
+
+/// Names the field of a batch body that does not fit `AckBatchBody`.
+fn explain_batch(root: &Fields<'_>) -> Result<(), ApiError> {
+    root.opt_str("consumerGroup")?;
+    for (i, v) in root.req_array("acknowledgments")?.iter().enumerate() {
+        explain_item(&Fields::of(v, format!("acknowledgments[{i}]"))?)?;
+    }
+    Ok(())
+}
+
+/// Names the field of an ack object that does not fit `AckBody`.
+pub fn explain_item(f: &Fields<'_>) -> Result<(), ApiError> {
+    for key in ["transactionId", "partitionId", "status"] {
+        f.req_nonempty(key)?;
+    }
+    for key in ["consumerGroup", "leaseId", "error"] {
+        f.opt_str(key)?;
+    }
+    Ok(())
 }

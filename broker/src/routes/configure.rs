@@ -4,10 +4,10 @@ use hyper::StatusCode;
 use serde_json::{Map, Value};
 
 use crate::app::App;
-use crate::http::json::{parse_object, Fields};
+use crate::http::json::{nonempty, read_body, Fields};
 use crate::http::{self, Answer, ApiError, Request};
 use crate::storage::DbError;
-use ackbench_wire::{ConfigureResponse, QueueOptions};
+use ackbench_wire::{ConfigureBody, ConfigureResponse, QueueOptions};
 
 /// Every option this broker implements, with its accepted range (booleans have none).
 const OPTIONS: &[(&str, Option<(i64, i64)>)] = &[
@@ -21,13 +21,11 @@ const OPTIONS: &[(&str, Option<(i64, i64)>)] = &[
 ];
 
 pub async fn handle(app: &App, req: &Request) -> Result<Answer, ApiError> {
-    let body = parse_object(&req.body)?;
-    let f = Fields::root(&body);
-    let queue = f.req_nonempty("queue")?;
-    let namespace = f.opt_str("namespace")?;
-    let task = f.opt_str("task")?;
-    let options = match f.opt_object("options")? {
-        Some(o) => validated_options(o.map)?,
+    let body: ConfigureBody = read_body(&req.body, explain)?;
+    let queue = nonempty(Some(&body.queue), || "queue".into())?.unwrap_or_default();
+    let (namespace, task) = (body.namespace.as_deref(), body.task.as_deref());
+    let options = match &body.options {
+        Some(o) => validated_options(o)?,
         None => Map::new(),
     };
     let db = app.db("configure").await?;
@@ -81,6 +79,14 @@ fn validated_options(options: &Map<String, Value>) -> Result<Map<String, Value>,
         }
     }
     Ok(options.clone())
+}
+
+/// Names the field of a body that does not fit `ConfigureBody`.
+fn explain(root: &Fields<'_>) -> Result<(), ApiError> {
+    root.req_nonempty("queue")?;
+    root.opt_str("namespace")?;
+    root.opt_str("task")?;
+    root.opt_object("options").map(drop)
 }
 
 fn invalid(name: &str, message: String) -> ApiError {

@@ -13,10 +13,10 @@ use hyper::StatusCode;
 use uuid::Uuid;
 
 use crate::app::App;
-use crate::http::json::{parse_object, Fields};
+use crate::http::json::read_body;
 use crate::http::{self, Answer, ApiError, Request, Route};
 use crate::storage::DbError;
-use ackbench_wire::LeaseExtendResponse;
+use ackbench_wire::{LeaseExtendBody, LeaseExtendResponse};
 
 /// Renewal length when the body does not say.
 const DEFAULT_SECONDS: i64 = 60;
@@ -47,11 +47,16 @@ fn seconds_of(body: &[u8]) -> Result<i32, ApiError> {
     if body.iter().all(u8::is_ascii_whitespace) {
         return Ok(DEFAULT_SECONDS as i32);
     }
-    let map = parse_object(body)?;
-    let seconds = Fields::root(&map)
-        .opt_i64("seconds", 1, MAX_SECONDS)?
-        .unwrap_or(DEFAULT_SECONDS);
-    Ok(seconds as i32)
+    let parsed: LeaseExtendBody = read_body(body, |root| {
+        root.opt_i64("seconds", 1, MAX_SECONDS).map(drop)
+    })?;
+    match parsed.seconds {
+        None => Ok(DEFAULT_SECONDS as i32),
+        Some(n) if (1..=MAX_SECONDS).contains(&n) => Ok(n as i32),
+        Some(_) => Err(ApiError::bad_request(format!(
+            "seconds must be a whole number in 1..={MAX_SECONDS}"
+        ))),
+    }
 }
 
 /// Calls the renewal procedure (the tenant-gated form when `tenant` is given); returns how many

@@ -6,8 +6,11 @@ use bytes::Bytes;
 use hyper::StatusCode;
 use serde_json::json;
 
+use crate::ack::stats::AckSnapshot;
 use crate::app::App;
 use crate::http::{self, Answer, ApiError};
+use crate::metrics::Sections;
+use crate::pop::stats::PopSnapshot;
 
 /// 200 once PostgreSQL answers and the schema is applied; 503 otherwise.
 pub async fn health(app: &App) -> Result<Answer, ApiError> {
@@ -32,10 +35,17 @@ pub async fn health(app: &App) -> Result<Answer, ApiError> {
 
 /// The Prometheus text exposition.
 pub fn metrics(app: &App) -> Answer {
-    let text = app.metrics.render(&|out| {
-        crate::ack::fast_path::render_metrics(app, out);
-        crate::pop::stats::render_metrics(app, out);
-    });
+    let sections = Sections {
+        ack: AckSnapshot::of(app.registry.as_ref(), app.fusion.as_ref()),
+        pop: PopSnapshot::of(
+            &app.pop_stats,
+            app.hotlist.is_some(),
+            app.pop_fusion.as_ref(),
+            &app.segments,
+        ),
+        config: &app.config,
+    };
+    let text = app.metrics.render(&sections);
     http::with_type(
         StatusCode::OK,
         Bytes::from(text),

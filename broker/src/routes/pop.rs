@@ -13,23 +13,13 @@ use bytes::Bytes;
 use hyper::StatusCode;
 use uuid::Uuid;
 
+use crate::ack::{self, LeasedSpan};
 use crate::app::App;
 use crate::http::{self, Answer, ApiError, Request, Route};
 use crate::longpoll::Scope;
 use crate::metrics::Metrics;
 use crate::pop::{DeliveredSpan, Delivery, PopParams, Target};
 use ackbench_wire::QUEUE_MODE_GROUP;
-
-/// The span one partition delivered, with what the ack registry needs.
-pub struct LeasedSpan {
-    pub partition_id: Uuid,
-    pub queue: String,
-    pub partition: String,
-    pub span_end: i64,
-    pub lease_expires_at: Option<std::time::SystemTime>,
-    /// (hash, offset) of every delivered frame.
-    pub frames: Vec<(ackbench_wire::TxnHash, i64)>,
-}
 
 pub async fn handle(app: &App, req: &Request) -> Result<Answer, ApiError> {
     let params = parse(req)?;
@@ -180,7 +170,7 @@ fn deliver(app: &App, tenant: Uuid, p: &PopParams, d: Delivery) -> Answer {
             .learn(tenant, span.partition_id, &span.queue, &span.partition);
     }
     if !p.auto_ack {
-        crate::routes::on_leased(app, tenant, p.group_name(), &d.worker, &spans);
+        ack::on_leased(app, tenant, p.group_name(), &d.worker, &spans);
     }
     http::with_type(StatusCode::OK, Bytes::from(body), "application/json")
 }

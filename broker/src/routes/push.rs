@@ -1,4 +1,5 @@
-//! `POST /api/v1/push`: validation, grouping by partition, and the wire answer.
+//! `POST /api/v1/push`: validation (the body read into `ackbench_wire::PushBody`), grouping by
+//! partition, and the wire answer.
 //!
 //! The request is validated whole before anything is written. Items are grouped by (queue,
 //! partition) in order of first appearance. With push fusion on (the default) each group is a
@@ -17,14 +18,14 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use crate::app::App;
-use crate::http::json::{parse_object, Fields};
+use crate::http::json::{field, nonempty, read_body, Fields};
 use crate::http::{self, Answer, ApiError, Request};
 use crate::metrics::Metrics;
 use crate::push::fusion::{FrameFate, PushFrame, PushFusion, PushJob};
 use crate::push::written::{on_pushed, WrittenSegment};
 use crate::segment::{self, FrameRef};
 use crate::storage::DbError;
-use ackbench_wire::{txn_hash, PushResult};
+use ackbench_wire::{txn_hash, PushBody, PushItem, PushResult};
 
 const MAX_TXN_BYTES: usize = 65535;
 
@@ -48,8 +49,10 @@ enum Outcome {
 }
 
 pub async fn handle(app: &App, req: &Request) -> Result<Answer, ApiError> {
-    let body = parse_object(&req.body)?;
-    let items = validate_items(Fields::root(&body).req_array("items")?, "items")?;
+    let body: PushBody = read_body(&req.body, |root| {
+        explain_items(root.req_array("items")?, "items")
+    })?;
+    let items = validate_items(&body.items, "items")?;
     if items.is_empty() {
         return Ok(http::json(StatusCode::CREATED, &Vec::<PushResult>::new()));
     }
@@ -58,46 +61,54 @@ pub async fn handle(app: &App, req: &Request) -> Result<Answer, ApiError> {
 }
 
 /// Validates push items (`path` names the array in errors: `items`, `operations[2].items`).
-pub fn validate_items(values: &[Value], path: &str) -> Result<Vec<Item>, ApiError> {
-    values
+pub fn validate_items(items: &[PushItem], path: &str) -> Result<Vec<Item>, ApiError> {
+    items
         .iter()
         .enumerate()
-        .map(|(i, v)| {
-            let f = Fields::of(v, format!("{path}[{i}]"))?;
-            let queue = f.req_nonempty("queue")?.to_string();
-            let partition = f
-                .opt_nonempty("partition")?
-                .unwrap_or("Default")
-                .to_string();
-            let message_id = Uuid::now_v7();
-            let transaction_id = match f.opt_nonempty("transactionId")? {
-                Some(t) if t.len() > MAX_TXN_BYTES => {
-                    return Err(ApiError::bad_request(format!(
-                        "{} must be at most {MAX_TXN_BYTES} bytes",
-                        f.name("transactionId")
-                    )))
-                }
-                Some(t) => t.to_string(),
-                None => message_id.to_string(),
-            };
-            let payload = match f.map.get("payload") {
-                Some(p) => serde_json::to_vec(p).expect("JSON values serialise"),
-                None => {
-                    return Err(ApiError::bad_request(format!(
-                        "{} is required",
-                        f.name("payload")
-                    )))
-                }
-            };
-            Ok(Item {
-                queue,
-                partition,
-                transaction_id,
-                message_id,
-                payload,
-            })
-        })
+        .map(|(i, item)| validate_item(item, &format!("{path}[{i}]")))
         .collect()
+}
+
+/// One item, read from the object at `path`.
+fn validate_item(item: &PushItem, path: &str) -> Result<Item, ApiError> {
+    let name = |key: &str| field(path, key);
+    let queue = nonempty(Some(&item.queue), || name("queue"))?.unwrap_or_default();
+    let partition = nonempty(item.partition.as_deref(), || name("partition"))?;
+    let message_id = Uuid::now_v7();
+    let transaction_id = match nonempty(item.transaction_id.as_deref(), || name("transactionId"))? {
+        Some(t) if t.len() > MAX_TXN_BYTES => {
+            return Err(ApiError::bad_request(format!(
+                "{} must be at most {MAX_TXN_BYTES} bytes",
+                name("transactionId")
+            )))
+        }
+        Some(t) => t.to_string(),
+        None => message_id.to_string(),
+    };
+    let Some(payload) = &item.payload.0 else {
+        return Err(ApiError::bad_request(format!(
+            "{} is required",
+            name("payload")
+        )));
+    };
+    Ok(Item {
+        queue: queue.to_string(),
+        partition: partition.unwrap_or("Default").to_string(),
+        transaction_id,
+        message_id,
+        payload: serde_json::to_vec(payload).expect("JSON values serialise"),
+    })
+}
+
+/// Names the field of push items that do not fit `PushItem`.
+pub fn explain_items(values: &[Value], path: &str) -> Result<(), ApiError> {
+    for (i, v) in values.iter().enumerate() {
+        let f = Fields::of(v, format!("{path}[{i}]"))?;
+        f.req_nonempty("queue")?;
+        f.opt_str("partition")?;
+        f.opt_str("transactionId")?;
+    }
+    Ok(())
 }
 
 /// What became of an item, once settled.
@@ -191,12 +202,7 @@ async fn push_fused(
     }
     match failure {
         None => Ok(settled),
-        Some(message) => Err(DbError {
-            context: "log_push_multi_v1",
-            message,
-            code: None,
-        }
-        .into()),
+        Some(message) => Err(DbError::unavailable("log_push_multi_v1", message).into()),
     }
 }
 
@@ -384,7 +390,7 @@ async fn original_ids(
         if ids.contains_key(&(*pid, *off)) {
             continue;
         }
-        if let Some(frame) = crate::routes::frame_at(db, *pid, *off).await? {
+        if let Some(frame) = crate::storage::frame_at(db, *pid, *off).await? {
             ids.insert((*pid, *off), frame.message_id);
         }
     }

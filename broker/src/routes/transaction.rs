@@ -26,7 +26,7 @@
 //! result per operation in request order: push `{"index", "type": "push", "success": true,
 //! "items": [<the push route's per-item answers>]}`, ack `{"index", "type": "ack", "success",
 //! "transactionId", "error", "leaseReleased", "dlq", "noop"}`. A refusal raised by the procedure
-//! (`QDUP`, `QTXN`) answers 200 `{"success": false, "error": "<operation and transactionId, and
+//! (a JSON object in the exception's DETAIL, read through `DbError::detail`) answers 200 `{"success": false, "error": "<operation and transactionId, and
 //! why>", "results": []}` with nothing committed; any other database failure is a logged 5xx.
 //!
 //! After the commit: a hash-mode group whose answer handed off a DLQ (`dlq: true`, lease kept)
@@ -40,6 +40,7 @@
 use std::collections::{HashMap, HashSet};
 
 use hyper::StatusCode;
+use serde::Deserialize;
 use serde_json::{json, Value};
 use uuid::Uuid;
 
@@ -48,15 +49,15 @@ use crate::ack::hash_path::success;
 use crate::ack::registry::Positions;
 use crate::ack::{self, AckGroup, AckItem, AckStatus, HashOutcome, PositionalOutcome};
 use crate::app::App;
-use crate::http::json::{parse_object, Fields};
+use crate::http::json::{field, read_body, Fields};
 use crate::http::{self, Answer, ApiError, Request};
 use crate::metrics::Metrics;
-use crate::routes::ack::parse_item;
-use crate::routes::push::{validate_items, Item};
+use crate::routes::ack::{explain_item as explain_ack, item as ack_item};
+use crate::routes::push::{explain_items, validate_items, Item};
 use crate::segment::{self, FrameRef};
 use crate::storage::DbError;
 use ackbench_wire::hash::hash_hex;
-use ackbench_wire::{txn_hash, AckResult, PushResult, TxnHash};
+use ackbench_wire::{txn_hash, AckResult, Operation, PushResult, TransactionBody, TxnHash};
 
 /// One validated operation.
 enum Op {
@@ -108,13 +109,12 @@ pub async fn handle(app: &App, req: &Request) -> Result<Answer, ApiError> {
         Err(e) => {
             drop(db);
             let e = DbError::from_pg("log_transaction_wire_v1", e);
-            let Some(why) = e
-                .raised_message()
-                .and_then(|m| refusal(&e, m, &body, &pushes, &acks))
+            let Some((r, why)) = Refusal::of(&e)
+                .and_then(|r| refusal(&r, &body, &pushes, &acks).map(|why| (r, why)))
             else {
                 return Err(e.into());
             };
-            forget_refused_positional(app, &e, &acks);
+            forget_refused_positional(app, &r, &acks);
             tracing::debug!(%transaction_id, error = %why, "transaction rolled back");
             return Ok(http::json(
                 StatusCode::OK,
@@ -199,52 +199,60 @@ pub async fn handle(app: &App, req: &Request) -> Result<Answer, ApiError> {
 // validation
 
 fn parse(raw: &[u8]) -> Result<Body, ApiError> {
-    let body = parse_object(raw)?;
-    let root = Fields::root(&body);
-    let operations = root.req_array("operations")?;
-    if operations.is_empty() {
+    let body: TransactionBody = read_body(raw, explain)?;
+    if body.operations.is_empty() {
         return Err(ApiError::bad_request(
             "operations must hold at least one operation",
         ));
     }
-    let ops = operations
+    let ops = body
+        .operations
         .iter()
         .enumerate()
-        .map(|(i, v)| {
-            let f = Fields::of(v, format!("operations[{i}]"))?;
-            match f.req_nonempty("type")? {
-                "push" => Ok(Op::Push(validate_items(
-                    f.req_array("items")?,
-                    &f.name("items"),
-                )?)),
-                "ack" => Ok(Op::Ack(parse_item(&f, i, None)?)),
-                other => Err(ApiError::bad_request(format!(
-                    "{} must be \"push\" or \"ack\" (not `{other}`)",
-                    f.name("type")
-                ))),
+        .map(|(i, op)| {
+            let path = format!("operations[{i}]");
+            match op {
+                Operation::Push { items } => {
+                    Ok(Op::Push(validate_items(items, &field(&path, "items"))?))
+                }
+                Operation::Ack(a) => Ok(Op::Ack(ack_item(a, &path, i, None)?)),
             }
         })
         .collect::<Result<Vec<Op>, ApiError>>()?;
-    let required_leases = root
-        .opt_array("requiredLeases")?
-        .map(|leases| {
-            leases
-                .iter()
-                .enumerate()
-                .map(|(i, v)| match v.as_str() {
-                    Some(s) if !s.is_empty() => Ok(s.to_string()),
-                    _ => Err(ApiError::bad_request(format!(
-                        "requiredLeases[{i}] must be a non-empty string"
-                    ))),
-                })
-                .collect::<Result<Vec<String>, ApiError>>()
-        })
-        .transpose()?
-        .unwrap_or_default();
+    let required_leases = body.required_leases.unwrap_or_default();
+    if let Some(i) = required_leases.iter().position(String::is_empty) {
+        return Err(lease_not_a_string(i));
+    }
     Ok(Body {
         ops,
         required_leases,
     })
+}
+
+fn lease_not_a_string(i: usize) -> ApiError {
+    ApiError::bad_request(format!("requiredLeases[{i}] must be a non-empty string"))
+}
+
+/// Names the field of a body that does not fit `TransactionBody`.
+fn explain(root: &Fields<'_>) -> Result<(), ApiError> {
+    for (i, v) in root.req_array("operations")?.iter().enumerate() {
+        let f = Fields::of(v, format!("operations[{i}]"))?;
+        match f.req_nonempty("type")? {
+            "push" => explain_items(f.req_array("items")?, &f.name("items"))?,
+            "ack" => explain_ack(&f)?,
+            other => {
+                return Err(ApiError::bad_request(format!(
+                    "{} must be \"push\" or \"ack\" (not `{other}`)",
+                    f.name("type")
+                )))
+            }
+        }
+    }
+    let leases = root.opt_array("requiredLeases")?.into_iter().flatten();
+    match leases.enumerate().find(|(_, v)| !v.is_string()) {
+        Some((i, _)) => Err(lease_not_a_string(i)),
+        None => Ok(()),
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -408,8 +416,7 @@ fn positional_results(
     plan: &AckPlan,
     result: &Value,
 ) -> Result<Vec<AckResult>, ApiError> {
-    let o: PositionalOutcome = serde_json::from_value(result.clone())
-        .map_err(|e| ApiError::internal(format!("log_ack_v1 answered an unknown shape: {e}")))?;
+    let o: PositionalOutcome = ack::outcome("log_ack_v1", result.clone())?;
     Metrics::add(&app.metrics.acks_positional, plan.group.items.len() as u64);
     Metrics::add(&app.metrics.messages_acked, o.acked.max(0) as u64);
     Ok(plan
@@ -429,17 +436,15 @@ async fn hash_results(
     plan: &AckPlan,
     result: &Value,
 ) -> Result<Vec<AckResult>, ApiError> {
-    let o: HashOutcome = serde_json::from_value(result.clone()).map_err(|e| {
-        ApiError::internal(format!("log_ack_by_hash_v1 answered an unknown shape: {e}"))
-    })?;
+    let o: HashOutcome = ack::outcome("log_ack_by_hash_v1", result.clone())?;
     let filing: Option<Result<DlqFiling, String>> = if o.ok && o.dlq {
         Some(
             dlq_filing::file_head(db, &plan.group, &o)
                 .await
                 .map_err(|e| {
-                    tracing::error!(partition = %plan.group.partition_id, error = %e.message,
+                    tracing::error!(partition = %plan.group.partition_id, error = %e,
                         "transaction committed; its DLQ hand-off could not be filed (pending under the kept lease)");
-                    format!("DLQ hand-off not filed ({}); it stays pending under the lease", e.message)
+                    format!("DLQ hand-off not filed ({e}); it stays pending under the lease")
                 }),
         )
     } else {
@@ -516,99 +521,140 @@ fn push_results(items: &[Item]) -> Vec<PushResult> {
 // ---------------------------------------------------------------------------------------------
 // refusals
 
-/// The raised message without the ` (SQLSTATE)` suffix `DbError` adds.
-fn raised_text<'a>(e: &DbError, message: &'a str) -> &'a str {
-    e.code
-        .as_deref()
-        .and_then(|c| message.strip_suffix(&format!(" ({c})")))
-        .unwrap_or(message)
+/// A refusal `log_transaction_wire_v1` raised, read from its DETAIL (`DbError::detail`, the
+/// shapes listed in `sql/013_structured_refusals.sql`).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(tag = "refusal", rename_all = "snake_case")]
+enum Refusal {
+    /// `requiredLeases[index]` is not a live lease of the caller's tenant.
+    RequiredLease { index: usize },
+    /// Frame `item` of push group `group` (1-based) duplicates frame `of_item` of the same
+    /// group, or the stored message at `of_offset`.
+    Duplicate {
+        group: usize,
+        item: usize,
+        #[serde(default)]
+        of_item: Option<usize>,
+    },
+    /// Ack group `ordinal` was refused for `reason`, at the position of `hash` when given.
+    Ack {
+        ordinal: usize,
+        reason: String,
+        #[serde(default)]
+        hash: Option<String>,
+    },
 }
 
-/// The readable error of a refusal raised by `log_transaction_wire_v1`, naming the operation
-/// and the transactionId; `None` for a raise this route does not know (a 5xx then).
-fn refusal(
-    e: &DbError,
-    message: &str,
-    body: &Body,
-    pushes: &[PushGroup],
-    acks: &[AckPlan],
-) -> Option<String> {
-    let text = raised_text(e, message);
-    let words: Vec<&str> = text.split_whitespace().collect();
-    match words.as_slice() {
-        ["QTXN", "required", "lease", k, ..] => {
-            let k: usize = k.parse().ok()?;
-            let lease = body.required_leases.get(k)?;
+impl Refusal {
+    fn of(e: &DbError) -> Option<Refusal> {
+        serde_json::from_value(Value::Object(e.detail()?)).ok()
+    }
+}
+
+/// The readable error of a refusal, naming the operation and the transactionId; `None` when
+/// the refusal names something this request does not have (a 5xx then).
+fn refusal(r: &Refusal, body: &Body, pushes: &[PushGroup], acks: &[AckPlan]) -> Option<String> {
+    match r {
+        Refusal::RequiredLease { index } => {
+            let lease = body.required_leases.get(*index)?;
             Some(format!(
-                "requiredLeases[{k}]: lease \"{lease}\" is not held; nothing was committed"
+                "requiredLeases[{index}]: lease \"{lease}\" is not held; nothing was committed"
             ))
         }
-        ["QDUP", "push", "group", g, "item", k, "duplicates", what, x] => {
-            let group = pushes.get(g.parse::<usize>().ok()?.checked_sub(1)?)?;
-            let at = *group.members.get(k.parse::<usize>().ok()?)?;
-            let item = item_at(&body.ops, at);
-            let of = match *what {
-                "item" => {
-                    let first = *group.members.get(x.parse::<usize>().ok()?)?;
-                    format!(
-                        "of operations[{}].items[{}] in this transaction",
-                        first.0, first.1
-                    )
-                }
-                _ => format!(
-                    "of a message already pushed to queue \"{}\" partition \"{}\" inside the \
-                     dedup window",
-                    group.queue, group.partition
-                ),
-            };
-            Some(format!(
-                "operations[{}].items[{}]: transactionId \"{}\" is a duplicate {of}; nothing was \
-                 committed",
-                at.0, at.1, item.transaction_id
-            ))
-        }
-        ["QTXN", "ack", ordinal, "refused:", ..] => {
-            let plan = acks.get(ordinal.parse::<usize>().ok()?)?;
-            let rest = text.split_once("refused: ")?.1;
-            let (reason, hash) = match rest.rsplit_once(" hash ") {
-                Some((reason, hash)) => (reason, Some(hash)),
-                None => (rest, None),
-            };
+        Refusal::Duplicate {
+            group,
+            item,
+            of_item,
+        } => duplicate_refusal(body, pushes.get(group.checked_sub(1)?)?, *item, *of_item),
+        Refusal::Ack {
+            ordinal,
+            reason,
+            hash,
+        } => {
+            let plan = acks.get(*ordinal)?;
             let item = hash
-                .and_then(|h| {
-                    plan.hashes
-                        .iter()
-                        .position(|x| hash_hex(x) == h)
-                        .map(|k| &plan.group.items[k])
-                })
-                .unwrap_or(&plan.group.items[0]);
+                .as_deref()
+                .and_then(|h| plan.hashes.iter().position(|x| hash_hex(x) == h))
+                .map_or(&plan.group.items[0], |k| &plan.group.items[k]);
             Some(format!(
                 "operations[{}]: ack of transactionId \"{}\" refused: {reason}; nothing was \
                  committed",
                 item.index, item.transaction_id
             ))
         }
-        _ => None,
     }
+}
+
+fn duplicate_refusal(
+    body: &Body,
+    group: &PushGroup,
+    item: usize,
+    of_item: Option<usize>,
+) -> Option<String> {
+    let at = *group.members.get(item)?;
+    let of = match of_item {
+        Some(first) => {
+            let first = *group.members.get(first)?;
+            format!(
+                "of operations[{}].items[{}] in this transaction",
+                first.0, first.1
+            )
+        }
+        None => format!(
+            "of a message already pushed to queue \"{}\" partition \"{}\" inside the dedup \
+             window",
+            group.queue, group.partition
+        ),
+    };
+    Some(format!(
+        "operations[{}].items[{}]: transactionId \"{}\" is a duplicate {of}; nothing was \
+         committed",
+        at.0,
+        at.1,
+        item_at(&body.ops, at).transaction_id
+    ))
 }
 
 /// A positional group PostgreSQL refused: its registry entry is stale, so it dies and a retry
 /// goes by hash.
-fn forget_refused_positional(app: &App, e: &DbError, acks: &[AckPlan]) {
-    let Some(registry) = &app.registry else {
+fn forget_refused_positional(app: &App, r: &Refusal, acks: &[AckPlan]) {
+    let (Some(registry), Refusal::Ack { ordinal, .. }) = (&app.registry, r) else {
         return;
     };
-    let Some(text) = e.raised_message().map(|m| raised_text(e, m)) else {
-        return;
-    };
-    if let ["QTXN", "ack", ordinal, "refused:", ..] =
-        text.split_whitespace().collect::<Vec<_>>().as_slice()
-    {
-        if let Some(plan) = ordinal.parse::<usize>().ok().and_then(|o| acks.get(o)) {
-            if matches!(plan.mode, Mode::Positional(_)) {
-                let g = &plan.group;
-                registry.forget(g.partition_id, &g.consumer_group, &g.lease_id);
-            }
+    if let Some(plan) = acks.get(*ordinal) {
+        if matches!(plan.mode, Mode::Positional(_)) {
+            let g = &plan.group;
+            registry.forget(g.partition_id, &g.consumer_group, &g.lease_id);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refusal_details_read_into_refusals() {
+        let read = |s: &str| serde_json::from_str::<Refusal>(s).unwrap();
+        assert_eq!(
+            read(r#"{"refusal":"required_lease","index":2,"lease":"w"}"#),
+            Refusal::RequiredLease { index: 2 }
+        );
+        assert_eq!(
+            read(r#"{"refusal":"duplicate","group":1,"item":3,"of_offset":7}"#),
+            Refusal::Duplicate {
+                group: 1,
+                item: 3,
+                of_item: None
+            }
+        );
+        assert_eq!(
+            read(r#"{"refusal":"ack","ordinal":0,"reason":"unresolvable","hash":null}"#),
+            Refusal::Ack {
+                ordinal: 0,
+                reason: "unresolvable".into(),
+                hash: None
+            }
+        );
     }
 }

@@ -1,12 +1,20 @@
-//! PostgreSQL access: the connection pool and the embedded migrations.
+//! PostgreSQL access: the connection pool, the embedded migrations, the database error type
+//! (with the structured refusals procedures raise), and the storage reads shared by the domains.
 //!
 //! The broker talks to PostgreSQL only through the `queen.*_v1` procedures of `sql/`; the Rust
 //! side never composes table-level SQL on a hot path.
 
 pub mod migrations;
+pub mod startup;
 
-use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
+use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod};
 use tokio_postgres::NoTls;
+use uuid::Uuid;
+
+use crate::segment::{self, Frame};
+
+/// SQLSTATE `data_corrupted`: what a stored segment that cannot be unpacked is reported as.
+const DATA_CORRUPTED: &str = "XX001";
 
 /// Builds the pool; connections are opened lazily.
 pub fn pool(database: &tokio_postgres::Config, size: usize) -> Result<Pool, String> {
@@ -23,46 +31,105 @@ pub fn pool(database: &tokio_postgres::Config, size: usize) -> Result<Pool, Stri
         .map_err(|e| format!("cannot build the connection pool: {e}"))
 }
 
-/// A database failure with the context it happened in; becomes a logged 503/500.
-#[derive(Debug)]
+/// A database failure with the context it happened in; becomes a logged 503/500 at the edge,
+/// unless it carries a refusal (`detail()`) the caller knows how to answer.
+#[derive(Debug, Clone)]
 pub struct DbError {
     pub context: &'static str,
+    /// What went wrong, as PostgreSQL (or the pool) said it; never carries the SQLSTATE.
     pub message: String,
     /// The SQLSTATE, when PostgreSQL answered.
     pub code: Option<String>,
+    /// The raw DETAIL of a raised exception (a JSON object for the procedures' refusals).
+    pub raw_detail: Option<String>,
 }
 
 impl std::fmt::Display for DbError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}: {}", self.context, self.message)
+        write!(f, "{}: {}", self.context, self.message)?;
+        if let Some(code) = &self.code {
+            write!(f, " (SQLSTATE {code})")?;
+        }
+        Ok(())
     }
 }
 
 impl DbError {
     pub fn from_pg(context: &'static str, e: tokio_postgres::Error) -> DbError {
         let code = e.code().map(|c| c.code().to_string());
-        let message = match e.as_db_error() {
-            Some(db) => format!("{} ({})", db.message(), db.code().code()),
-            None => e.to_string(),
-        };
-        DbError {
-            context,
-            message,
-            code,
+        match e.as_db_error() {
+            Some(db) => DbError {
+                context,
+                message: db.message().to_string(),
+                code,
+                raw_detail: db.detail().map(str::to_string),
+            },
+            None => DbError {
+                context,
+                message: e.to_string(),
+                code,
+                raw_detail: None,
+            },
         }
     }
 
     pub fn from_pool(context: &'static str, e: deadpool_postgres::PoolError) -> DbError {
+        DbError::unavailable(context, format!("no database connection: {e}"))
+    }
+
+    /// The database could not be reached (no SQLSTATE: answered 503).
+    pub fn unavailable(context: &'static str, message: impl Into<String>) -> DbError {
         DbError {
             context,
-            message: format!("no database connection: {e}"),
+            message: message.into(),
             code: None,
+            raw_detail: None,
         }
     }
 
-    /// The message PostgreSQL raised, when this was a raised exception (`QDUP ...`, `QTXN ...`).
-    pub fn raised_message(&self) -> Option<&str> {
-        (self.code.as_deref() == Some("P0001") || self.code.as_deref() == Some("23505"))
-            .then_some(self.message.as_str())
+    /// Stored data the broker cannot read (answered 500).
+    pub fn corrupt(context: &'static str, message: impl Into<String>) -> DbError {
+        DbError {
+            context,
+            message: message.into(),
+            code: Some(DATA_CORRUPTED.to_string()),
+            raw_detail: None,
+        }
     }
+
+    /// The structured refusal a procedure raised (`RAISE ... USING DETAIL = <json object>`,
+    /// see `sql/013_structured_refusals.sql`); `None` for any other failure.
+    pub fn detail(&self) -> Option<serde_json::Map<String, serde_json::Value>> {
+        match serde_json::from_str(self.raw_detail.as_deref()?) {
+            Ok(serde_json::Value::Object(map)) if map.contains_key("refusal") => Some(map),
+            _ => None,
+        }
+    }
+}
+
+/// Unpacks the one frame at `offset` of a partition (a duplicate's original, a DLQ payload);
+/// `None` when retention removed its segment.
+pub async fn frame_at(
+    db: &Object,
+    partition_id: Uuid,
+    offset: i64,
+) -> Result<Option<Frame>, DbError> {
+    let row = db
+        .query_opt(
+            "SELECT base_offset, blob FROM queen.log_segment_at_v1($1, $2)",
+            &[&partition_id, &offset],
+        )
+        .await
+        .map_err(|e| DbError::from_pg("log_segment_at_v1", e))?;
+    let Some(row) = row else { return Ok(None) };
+    let base: i64 = row.get(0);
+    let mut frames = segment::unpack(row.get(1)).map_err(|e| {
+        tracing::error!(%partition_id, offset, error = %e, "stored segment cannot be unpacked");
+        DbError::corrupt(
+            "log_segment_at_v1",
+            format!("segment of partition {partition_id} at {offset}: {e}"),
+        )
+    })?;
+    let k = (offset - base) as usize;
+    Ok((k < frames.len()).then(|| frames.swap_remove(k)))
 }

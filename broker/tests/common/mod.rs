@@ -1,5 +1,7 @@
-//! Test harness: a real broker (in-process, real HTTP on a loopback port) against a fresh
-//! database on the process's throwaway PostgreSQL cluster.
+//! Test harness shared by every broker suite: a real broker (in-process, real HTTP on a
+//! loopback port) against a fresh database on the process's throwaway PostgreSQL cluster, a
+//! small HTTP client, a second broker on the same database, a seeded random source, and the
+//! names (queue mode, tenants) the suites share.
 #![allow(dead_code)]
 
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -11,6 +13,14 @@ use http_body_util::{BodyExt, Full};
 use hyper::{Method, StatusCode};
 use hyper_util::client::legacy::{connect::HttpConnector, Client};
 use serde_json::Value;
+
+/// The consumer group of queue mode.
+pub const QM: &str = ackbench_wire::QUEUE_MODE_GROUP;
+/// Two tenants, for the tenancy suites.
+pub const TENANT_A: &str = "0a0a0a0a-0000-4000-8000-00000000000a";
+pub const TENANT_B: &str = "0b0b0b0b-0000-4000-8000-00000000000b";
+/// The tenant of a request without the header.
+pub const DEFAULT_TENANT: &str = ackbench_wire::DEFAULT_TENANT;
 
 static NEXT_DB: AtomicUsize = AtomicUsize::new(0);
 
@@ -49,6 +59,30 @@ impl TestBroker {
             http,
             db_url,
         }
+    }
+
+    /// A second broker on this one's database (the engine settings of the environment), with
+    /// its client.
+    pub async fn twin(&self) -> (Broker, Http) {
+        let mut config = Config::for_database(self.db_url.parse().unwrap());
+        engine_from_env(&mut config);
+        let broker = Broker::start(config).await.expect("second broker starts");
+        let http = Http::new(broker.url());
+        (broker, http)
+    }
+
+    /// A request with the tenant header when `tenant` is given.
+    pub async fn send_as(
+        &self,
+        tenant: Option<&str>,
+        method: Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> Reply {
+        let headers: Vec<(&str, &str)> =
+            tenant.map(|v| ("x-queen-tenant", v)).into_iter().collect();
+        let body = body.map(|b| serde_json::to_vec(&b).unwrap());
+        self.http.send(method, path, body, &headers).await
     }
 
     /// A direct database connection for assertions.
@@ -201,4 +235,39 @@ pub fn txns(reply: &Reply) -> Vec<String> {
                 .collect()
         })
         .unwrap_or_default()
+}
+
+/// A seeded xorshift* source: the random suites replay exactly from their seed.
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.0 = x;
+        x.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    /// Uniform-ish in `0..n` (0 when n is 0).
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+
+    /// `below` for indices.
+    pub fn index(&mut self, n: usize) -> usize {
+        self.below(n as u64) as usize
+    }
+
+    pub fn chance(&mut self, percent: u64) -> bool {
+        self.below(100) < percent
+    }
+
+    pub fn shuffle<T>(&mut self, v: &mut [T]) {
+        for i in (1..v.len()).rev() {
+            let j = self.index(i + 1);
+            v.swap(i, j);
+        }
+    }
 }

@@ -376,6 +376,31 @@ mod tests {
         {"id":"2","transactionId":"t-\"2\"","data":[1],"createdAt":"c","queue":"q",
          "partition":"p-0","partitionId":"P0","leaseId":"L","consumerGroup":null,"deliveryAttempt":1}]"#;
 
+    /// The body is streamed from the popped messages for speed; it must still read as the
+    /// broker's request type.
+    #[test]
+    fn ack_body_reads_as_the_wire_request() {
+        let m = messages(TWO);
+        let mut buf = BodyBuf::default();
+        let body = buf.json(&AckBody {
+            acknowledgments: AckItems {
+                messages: &m,
+                statuses: &["completed", "dlq"],
+                lease_less: false,
+            },
+            consumer_group: Some("g"),
+        });
+        let body: ackbench_wire::AckBatchBody = serde_json::from_slice(body).unwrap();
+        assert_eq!(body.consumer_group.as_deref(), Some("g"));
+        let second = &body.acknowledgments[1];
+        assert_eq!(
+            (second.transaction_id.as_str(), second.status.as_str()),
+            ("t-\"2\"", "dlq")
+        );
+        assert_eq!(second.lease_id.as_deref(), Some("L"));
+        assert_eq!(second.error.as_deref(), Some("ackbench: simulated dlq"));
+    }
+
     #[test]
     fn ack_body_is_written_from_the_popped_messages() {
         let m = messages(TWO);

@@ -282,4 +282,23 @@ mod tests {
         );
         assert_eq!(w.hashes[1], txn_hash("cell_r1-3-8-1"));
     }
+
+    /// The body is streamed by hand for speed; it must still read as the broker's request type.
+    #[test]
+    fn push_body_reads_as_the_wire_request() {
+        let mut w = PushWriter::new(&plan());
+        let body: ackbench_wire::PushBody =
+            serde_json::from_slice(w.write(7, 1, Some(99))).unwrap();
+        assert_eq!(body.items.len(), 2);
+        let item = &body.items[1];
+        assert_eq!(
+            (item.queue.as_str(), item.partition.as_deref()),
+            ("q", Some("p-1"))
+        );
+        assert_eq!(item.transaction_id.as_deref(), Some("cell_r1-3-7-1"));
+        assert_eq!(
+            item.payload.0,
+            Some(serde_json::json!({"ts": 99, "pad": "xxxx"}))
+        );
+    }
 }

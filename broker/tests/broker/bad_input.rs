@@ -1,9 +1,7 @@
 //! Every malformed request of the push/pop/configure slice is a 4xx naming what is wrong, and
 //! writes nothing.
 
-mod common;
-
-use common::TestBroker;
+use crate::common::TestBroker;
 use hyper::{Method, StatusCode};
 use serde_json::json;
 
@@ -203,5 +201,42 @@ async fn malformed_tenant_header_is_400() {
         .await;
     assert_eq!(r.status, StatusCode::BAD_REQUEST);
     assert!(r.json["error"].as_str().unwrap().contains("x-queen-tenant"));
+    t.broker.shutdown().await;
+}
+
+/// Bodies are read into the wire's request types; an array where an object belongs is refused
+/// by name, never read positionally into the type's fields.
+#[tokio::test]
+async fn arrays_in_place_of_objects_are_400_naming_the_element() {
+    let t = TestBroker::start().await;
+    let cases = [
+        (
+            "/api/v1/push",
+            json!({"items": [["q", "p", "t", 1]]}),
+            "items[0]",
+        ),
+        (
+            "/api/v1/push",
+            json!([{"queue": "q", "payload": 1}]),
+            "JSON object",
+        ),
+        (
+            "/api/v1/ack/batch",
+            json!({"acknowledgments": [["t", "p", "completed"]]}),
+            "acknowledgments[0]",
+        ),
+        (
+            "/api/v1/transaction",
+            json!({"operations": [["push", [{"queue": "q", "payload": 1}]]]}),
+            "operations[0]",
+        ),
+    ];
+    for (path, body, named) in cases {
+        let r = t.http.post(path, body).await;
+        assert_eq!(r.status, StatusCode::BAD_REQUEST, "{path}: {}", r.text);
+        let error = r.json["error"].as_str().unwrap();
+        assert!(error.contains(named), "{path}: {error}");
+    }
+    nothing_written(&t).await;
     t.broker.shutdown().await;
 }

@@ -4,32 +4,15 @@
 //! message exactly once (`total_consumed == committed + 1`, the broker's acked counter agrees)
 //! and every pushed message was delivered.
 
-mod common;
-
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::{txns, Http, TestBroker};
+use crate::common::{metric, txns, Http, Rng, TestBroker, QM};
 use hyper::StatusCode;
 use serde_json::{json, Value};
 use uuid::Uuid;
-
-const QM: &str = "__QUEUE_MODE__";
-
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        let mut x = self.0;
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        self.0 = x;
-        x % n.max(1)
-    }
-}
 
 fn ack_body(pid: &str, lease: &str, items: &[(&str, &str)]) -> Value {
     let acks: Vec<Value> = items
@@ -66,15 +49,6 @@ async fn cursor(t: &TestBroker, pid: &str) -> (i64, Option<i64>, i64) {
         .await
         .unwrap();
     (r.get(0), r.get(1), r.get(2))
-}
-
-async fn metric(http: &Http, name: &str) -> u64 {
-    let m = http.get("/metrics").await;
-    m.text
-        .lines()
-        .find_map(|l| l.strip_prefix(&format!("{name} ")))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or_else(|| panic!("no {name} in /metrics"))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -193,7 +167,7 @@ async fn workers_race_on_one_partition_without_losing_or_double_counting() {
     assert_eq!(total, committed + 1, "every offset counted exactly once");
     assert_eq!(
         metric(&t.http, "queen_messages_acked_total").await,
-        N as u64
+        N as f64
     );
     let all: HashSet<String> = (0..PUSHES)
         .flat_map(|p| (0..PER_PUSH).map(move |k| format!("m{p}-{k}")))
@@ -362,6 +336,6 @@ async fn concurrent_acks_on_one_consumer_row_and_across_rows() {
         let (committed, batch_end, total) = cursor(&t, pid).await;
         assert_eq!((committed, batch_end, total), (19, None, 20));
     }
-    assert_eq!(metric(&t.http, "queen_messages_acked_total").await, 180);
+    assert_eq!(metric(&t.http, "queen_messages_acked_total").await, 180.0);
     t.broker.shutdown().await;
 }

@@ -2,15 +2,11 @@
 //! acks commit together or not at all, the positional and hash forms of its acks, the DLQ
 //! hand-off, bad input, and the lock order under concurrency.
 
-mod common;
-
+use crate::common::{txns, Http, Reply, TestBroker, QM};
 use ackbench_broker::{Broker, Config};
-use common::{txns, Http, Reply, TestBroker};
 use hyper::StatusCode;
 use serde_json::{json, Value};
 use uuid::Uuid;
-
-const QUEUE_MODE: &str = "__QUEUE_MODE__";
 
 // ---------------------------------------------------------------------------------------------
 // helpers
@@ -155,7 +151,7 @@ async fn push_and_ack_commit_together() {
     }
 
     // The acked messages are committed and the pushed ones visible.
-    assert_eq!(cursor(&t, &pid, QUEUE_MODE).await, Some((1, 2, None)));
+    assert_eq!(cursor(&t, &pid, QM).await, Some((1, 2, None)));
     let out = t.http.pop("out", "q", "batch=10").await;
     assert_eq!(txns(&out), ["o1", "o2"]);
     let again = t.http.pop("in", "p", "batch=10").await;
@@ -185,7 +181,7 @@ async fn duplicate_push_rolls_back_the_ack() {
     assert!(error.contains("\"d1\""), "{error}");
     assert!(error.contains("duplicate"), "{error}");
     assert_eq!(
-        cursor(&t, &pid, QUEUE_MODE).await,
+        cursor(&t, &pid, QM).await,
         Some((-1, 0, Some(lease.clone())))
     );
     assert_eq!(messages_in(&t, "out").await, 1);
@@ -206,7 +202,7 @@ async fn duplicate_push_rolls_back_the_ack() {
     assert!(error.contains("\"x1\""), "{error}");
     assert_eq!(messages_in(&t, "out").await, 1);
     assert_eq!(
-        cursor(&t, &pid, QUEUE_MODE).await,
+        cursor(&t, &pid, QM).await,
         Some((-1, 0, Some(lease.clone())))
     );
 
@@ -222,7 +218,7 @@ async fn duplicate_push_rolls_back_the_ack() {
     .await;
     committed(&r);
     assert_eq!(messages_in(&t, "out").await, 3);
-    assert_eq!(cursor(&t, &pid, QUEUE_MODE).await, Some((0, 1, None)));
+    assert_eq!(cursor(&t, &pid, QM).await, Some((0, 1, None)));
 }
 
 #[tokio::test]
@@ -318,7 +314,7 @@ async fn lease_refused_ack_rolls_back() {
     assert!(error.contains("invalid or expired lease"), "{error}");
     assert_eq!(messages_in(&t, "out").await, 0);
     assert_eq!(
-        cursor(&t, &pid, QUEUE_MODE).await,
+        cursor(&t, &pid, QM).await,
         Some((-1, 0, Some(lease.clone())))
     );
 
@@ -350,7 +346,7 @@ async fn lease_refused_ack_rolls_back() {
     assert_eq!(calls(&t, "log_ack_v1").await, positional + 1);
     assert_eq!(calls(&t, "log_ack_by_hash_v1").await, by_hash + 1);
     assert_eq!(messages_in(&t, "out").await, 0);
-    assert_eq!(cursor(&t, &pid, QUEUE_MODE).await.unwrap().0, -1);
+    assert_eq!(cursor(&t, &pid, QM).await.unwrap().0, -1);
 }
 
 #[tokio::test]
@@ -381,7 +377,7 @@ async fn required_leases_not_held_roll_back() {
     .await;
     committed(&r);
     assert_eq!(messages_in(&t, "out").await, 1);
-    assert_eq!(cursor(&t, &pid, QUEUE_MODE).await, Some((0, 1, None)));
+    assert_eq!(cursor(&t, &pid, QM).await, Some((0, 1, None)));
 
     // Released now: no longer held.
     let r = txn(
@@ -485,7 +481,7 @@ async fn transaction_dlq_hand_off_is_filed() {
     assert_eq!(row["data"], json!({"t": "m1"}));
     assert_eq!(row["offset"], json!(0));
     // The cursor stepped past the poison; the lease is gone; m2 redelivers.
-    assert_eq!(cursor(&t, &pid, QUEUE_MODE).await, Some((0, 1, None)));
+    assert_eq!(cursor(&t, &pid, QM).await, Some((0, 1, None)));
     assert_eq!(txns(&t.http.pop("in", "p", "batch=10").await), ["m2"]);
     assert_eq!(messages_in(&t, "out").await, 1);
 }

@@ -1,11 +1,9 @@
 //! Push and pop through the real HTTP server against real PostgreSQL.
 
-mod common;
-
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
-use common::{txns, TestBroker};
+use crate::common::{txns, TestBroker};
 use hyper::StatusCode;
 use serde_json::json;
 

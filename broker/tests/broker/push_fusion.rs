@@ -3,13 +3,11 @@
 //! resolution across concurrent requests, a bundle whose one segment holds duplicates, and
 //! the probe's plan.
 
-mod common;
-
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
-use common::{txns, TestBroker};
+use crate::common::{txns, TestBroker};
 use hyper::StatusCode;
 use serde_json::{json, Value};
 

@@ -7,14 +7,10 @@
 //! below and above the cursor exercise the MIN resolution and the honesty lists). Leases expire
 //! only when the test says so (by SQL), so every step is deterministic.
 
-mod common;
-
-use common::TestBroker;
+use crate::common::{Rng, TestBroker, QM};
 use hyper::StatusCode;
 use serde_json::{json, Value};
 use uuid::Uuid;
-
-const QM: &str = "__QUEUE_MODE__";
 
 // ---------------------------------------------------------------------------------------------
 // the model
@@ -333,28 +329,6 @@ impl Expect {
 // ---------------------------------------------------------------------------------------------
 // the random driver
 
-/// xorshift64*: tiny, seeded, good enough to pick operations.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.0 = x;
-        x.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-
-    fn chance(&mut self, percent: u64) -> bool {
-        self.below(100) < percent
-    }
-}
-
 struct Run {
     t: TestBroker,
     pid: Option<Uuid>,
@@ -401,7 +375,7 @@ impl Run {
             return;
         };
         assert_eq!(r.status, StatusCode::OK, "{}\n{}", r.text, self.trace());
-        let got = common::txns(&r);
+        let got = crate::common::txns(&r);
         let want = &self.model.log[start as usize..=end as usize];
         assert_eq!(got, want, "{}", self.trace());
         let m = &r.json["messages"][0];

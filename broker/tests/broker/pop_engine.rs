@@ -3,23 +3,20 @@
 //! once, and every broker-side hint yields to PostgreSQL (pushes through another broker, stale
 //! candidates, subscription `new`).
 
-mod common;
-
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
-use ackbench_broker::{Broker, Config};
-use common::{metric, txns, Http, TestBroker};
+use crate::common::{metric, txns, Http, TestBroker};
 use hyper::StatusCode;
 use serde_json::{json, Value};
 
-async fn pop_wildcard(http: &Http, queue: &str, query: &str) -> common::Reply {
+async fn pop_wildcard(http: &Http, queue: &str, query: &str) -> crate::common::Reply {
     http.get(&format!("/api/v1/pop/queue/{queue}?{query}"))
         .await
 }
 
 /// Acks every message of a pop answer as completed, in one request.
-async fn ack_all(http: &Http, reply: &common::Reply) {
+async fn ack_all(http: &Http, reply: &crate::common::Reply) {
     let items: Vec<Value> = reply.json["messages"]
         .as_array()
         .unwrap()
@@ -191,19 +188,10 @@ async fn a_pop_of_one_message_reads_its_segment_once() {
     );
 }
 
-/// A second broker on the first one's database.
-async fn twin(t: &TestBroker) -> (Broker, Http) {
-    let mut config = Config::for_database(t.db_url.parse().unwrap());
-    common::engine_from_env(&mut config);
-    let broker = Broker::start(config).await.expect("second broker starts");
-    let http = Http::new(broker.url());
-    (broker, http)
-}
-
 #[tokio::test]
 async fn a_push_through_another_broker_reaches_a_parked_long_poll() {
     let t = TestBroker::start().await;
-    let (other, other_http) = twin(&t).await;
+    let (other, other_http) = t.twin().await;
     let r = pop_wildcard(&t.http, "shared", "batch=1").await;
     assert_eq!(r.status, StatusCode::NO_CONTENT);
     let http = t.http.clone();
@@ -226,7 +214,7 @@ async fn a_push_through_another_broker_reaches_a_parked_long_poll() {
 #[tokio::test]
 async fn a_stale_candidate_never_grants_what_postgres_refuses() {
     let t = TestBroker::start().await;
-    let (other, other_http) = twin(&t).await;
+    let (other, other_http) = t.twin().await;
     // This broker learns of the partition from its own push...
     assert_eq!(
         pop_wildcard(&t.http, "stale", "batch=1").await.status,

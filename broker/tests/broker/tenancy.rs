@@ -4,16 +4,10 @@
 //! the caller's tenant (a foreign partition or lease is answered exactly like an unknown one).
 //! With the flag off the header is ignored.
 
-mod common;
-
-use common::{txns, Reply, TestBroker};
+use crate::common::{txns, Reply, TestBroker, DEFAULT_TENANT, TENANT_A, TENANT_B};
 use hyper::{Method, StatusCode};
 use serde_json::{json, Value};
 use uuid::Uuid;
-
-const TENANT_A: &str = "0a0a0a0a-0000-4000-8000-00000000000a";
-const TENANT_B: &str = "0b0b0b0b-0000-4000-8000-00000000000b";
-const DEFAULT_TENANT: &str = "00000000-0000-0000-0000-000000000001";
 
 // ---------------------------------------------------------------------------------------------
 // helpers
@@ -22,24 +16,13 @@ async fn tenancy_broker() -> TestBroker {
     TestBroker::start_with(|c| c.tenancy_header = true).await
 }
 
-async fn send(
-    t: &TestBroker,
-    tenant: Option<&str>,
-    method: Method,
-    path: &str,
-    body: Option<Value>,
-) -> Reply {
-    let headers: Vec<(&str, &str)> = tenant.map(|v| ("x-queen-tenant", v)).into_iter().collect();
-    let body = body.map(|b| serde_json::to_vec(&b).unwrap());
-    t.http.send(method, path, body, &headers).await
-}
-
 async fn post(t: &TestBroker, tenant: &str, path: &str, body: Value) -> Reply {
-    send(t, Some(tenant), Method::POST, path, Some(body)).await
+    t.send_as(Some(tenant), Method::POST, path, Some(body))
+        .await
 }
 
 async fn get(t: &TestBroker, tenant: &str, path: &str) -> Reply {
-    send(t, Some(tenant), Method::GET, path, None).await
+    t.send_as(Some(tenant), Method::GET, path, None).await
 }
 
 /// Pushes one message per transactionId to `queue`/`p`, payload naming the tenant; the answer.
@@ -386,22 +369,22 @@ async fn dead_letters_of_another_tenant_are_invisible() {
 
     let unknown = Uuid::new_v4().to_string();
     for (method, suffix) in [(Method::POST, "/retry"), (Method::DELETE, "")] {
-        let foreign = send(
-            &t,
-            Some(TENANT_A),
-            method.clone(),
-            &format!("/api/v1/messages/{pid_b}/b1{suffix}"),
-            None,
-        )
-        .await;
-        let unknown_r = send(
-            &t,
-            Some(TENANT_A),
-            method.clone(),
-            &format!("/api/v1/messages/{unknown}/b1{suffix}"),
-            None,
-        )
-        .await;
+        let foreign = t
+            .send_as(
+                Some(TENANT_A),
+                method.clone(),
+                &format!("/api/v1/messages/{pid_b}/b1{suffix}"),
+                None,
+            )
+            .await;
+        let unknown_r = t
+            .send_as(
+                Some(TENANT_A),
+                method.clone(),
+                &format!("/api/v1/messages/{unknown}/b1{suffix}"),
+                None,
+            )
+            .await;
         assert_eq!(
             foreign.status,
             StatusCode::NOT_FOUND,
@@ -417,14 +400,14 @@ async fn dead_letters_of_another_tenant_are_invisible() {
     }
     // Still there for its owner, who can delete it.
     assert_eq!(count(&t, "log_dlq").await, 1);
-    let del = send(
-        &t,
-        Some(TENANT_B),
-        Method::DELETE,
-        &format!("/api/v1/messages/{pid_b}/b1"),
-        None,
-    )
-    .await;
+    let del = t
+        .send_as(
+            Some(TENANT_B),
+            Method::DELETE,
+            &format!("/api/v1/messages/{pid_b}/b1"),
+            None,
+        )
+        .await;
     assert_eq!(del.status, StatusCode::OK, "{}", del.text);
     assert_eq!(count(&t, "log_dlq").await, 0);
 }
@@ -442,13 +425,7 @@ async fn with_the_flag_off_the_header_is_ignored() {
     assert_eq!(b[0]["status"], json!("duplicate"));
     let none = t.http.push("orders", &[("p", "t1")]).await;
     assert_eq!(none[0]["status"], json!("duplicate"));
-    let r = send(
-        &t,
-        Some("not-a-uuid"),
-        Method::POST,
-        "/api/v1/push",
-        Some(json!({"items": [{"queue": "orders", "partition": "p", "payload": 1, "transactionId": "t2"}]})),
-    )
+    let r = t.send_as(Some("not-a-uuid"), Method::POST, "/api/v1/push", Some(json!({"items": [{"queue": "orders", "partition": "p", "payload": 1, "transactionId": "t2"}]})))
     .await;
     assert_eq!(r.status, StatusCode::CREATED, "{}", r.text);
     assert_eq!(queue_tenants(&t, "orders").await, [DEFAULT_TENANT]);
@@ -501,7 +478,9 @@ async fn a_malformed_tenant_header_is_400() {
     ];
     for bad in ["not-a-uuid", "", "0a0a0a0a-0000-4000-8000"] {
         for (method, path, body) in &requests {
-            let r = send(&t, Some(bad), method.clone(), path, body.clone()).await;
+            let r = t
+                .send_as(Some(bad), method.clone(), path, body.clone())
+                .await;
             assert_eq!(
                 r.status,
                 StatusCode::BAD_REQUEST,

@@ -4,32 +4,16 @@
 //! DLQ rows are filed by the ack path, which is built elsewhere; these tests insert them with
 //! SQL into `queen.log_dlq` (and set consumer cursors with SQL) to exercise the routes.
 
-mod common;
-
-use common::{txns, Reply, TestBroker};
+use crate::common::{txns, Reply, TestBroker, TENANT_A, TENANT_B};
 use hyper::{Method, StatusCode};
 use serde_json::{json, Value};
 use uuid::Uuid;
 
 /// A timestamptz column formatted as the wire formats timestamps.
 const ISO: &str = "'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"'";
-const TENANT_A: &str = "0a0a0a0a-0000-4000-8000-00000000000a";
-const TENANT_B: &str = "0b0b0b0b-0000-4000-8000-00000000000b";
 
 // ---------------------------------------------------------------------------------------------
 // helpers
-
-async fn send(
-    t: &TestBroker,
-    method: Method,
-    path: &str,
-    body: Option<Value>,
-    tenant: Option<&str>,
-) -> Reply {
-    let headers: Vec<(&str, &str)> = tenant.map(|v| ("x-queen-tenant", v)).into_iter().collect();
-    let body = body.map(|b| serde_json::to_vec(&b).unwrap());
-    t.http.send(method, path, body, &headers).await
-}
 
 async fn extend(t: &TestBroker, lease: &str, body: Value) -> Reply {
     t.http
@@ -39,12 +23,11 @@ async fn extend(t: &TestBroker, lease: &str, body: Value) -> Reply {
 
 async fn extend_as(t: &TestBroker, tenant: Option<&str>, lease: &str, seconds: i64) -> Reply {
     let path = format!("/api/v1/lease/{lease}/extend");
-    send(
-        t,
+    t.send_as(
+        tenant,
         Method::POST,
         &path,
         Some(json!({ "seconds": seconds })),
-        tenant,
     )
     .await
 }
@@ -54,14 +37,14 @@ async fn push_as(t: &TestBroker, tenant: &str, queue: &str, items: &[(&str, &str
         .iter()
         .map(|(p, x)| json!({"queue": queue, "partition": p, "transactionId": x, "payload": {"t": x}}))
         .collect();
-    let r = send(
-        t,
-        Method::POST,
-        "/api/v1/push",
-        Some(json!({ "items": items })),
-        Some(tenant),
-    )
-    .await;
+    let r = t
+        .send_as(
+            Some(tenant),
+            Method::POST,
+            "/api/v1/push",
+            Some(json!({ "items": items })),
+        )
+        .await;
     assert_eq!(r.status, StatusCode::CREATED, "{}", r.text);
 }
 
@@ -364,14 +347,14 @@ async fn bad_seconds_is_400_naming_seconds_and_changes_nothing() {
 async fn tenancy_foreign_lease_answers_like_an_unknown_one_and_is_not_renewed() {
     let t = TestBroker::start_with(|c| c.tenancy_header = true).await;
     push_as(&t, TENANT_A, "q", &[("p1", "a"), ("p2", "b")]).await;
-    let p = send(
-        &t,
-        Method::GET,
-        "/api/v1/pop/queue/q?partitions=2&leaseSeconds=30",
-        None,
-        Some(TENANT_A),
-    )
-    .await;
+    let p = t
+        .send_as(
+            Some(TENANT_A),
+            Method::GET,
+            "/api/v1/pop/queue/q?partitions=2&leaseSeconds=30",
+            None,
+        )
+        .await;
     assert_eq!(p.status, StatusCode::OK, "{}", p.text);
     let lease = p.json["leaseId"].as_str().unwrap().to_string();
     let before = expiries(&t, &lease).await;
@@ -401,14 +384,14 @@ async fn tenancy_foreign_lease_answers_like_an_unknown_one_and_is_not_renewed() 
     assert_eq!(r.json["renewed"], 2, "{}", r.text);
     assert_eq!(leases_beyond(&t, &lease, 590.0).await, 2);
 
-    let r = send(
-        &t,
-        Method::POST,
-        &format!("/api/v1/lease/{lease}/extend"),
-        None,
-        Some("nope"),
-    )
-    .await;
+    let r = t
+        .send_as(
+            Some("nope"),
+            Method::POST,
+            &format!("/api/v1/lease/{lease}/extend"),
+            None,
+        )
+        .await;
     assert_eq!(
         r.status,
         StatusCode::BAD_REQUEST,
@@ -725,19 +708,21 @@ async fn dlq_rows_of_another_tenant_are_invisible() {
     file_dlq(&t, pid, "g", 0, "a", "boom", 3).await;
 
     for tenant in [Some(TENANT_B), None] {
-        let r = send(&t, Method::GET, "/api/v1/dlq", None, tenant).await;
+        let r = t.send_as(tenant, Method::GET, "/api/v1/dlq", None).await;
         assert_eq!(r.json, json!({"messages": [], "total": 0}));
         let retry = format!("/api/v1/messages/{pid}/a/retry");
-        let r = send(&t, Method::POST, &retry, Some(json!({})), tenant).await;
+        let r = t
+            .send_as(tenant, Method::POST, &retry, Some(json!({})))
+            .await;
         assert_eq!(r.status, StatusCode::NOT_FOUND, "{}", r.text);
-        let r = send(
-            &t,
-            Method::DELETE,
-            &format!("/api/v1/messages/{pid}/a"),
-            None,
-            tenant,
-        )
-        .await;
+        let r = t
+            .send_as(
+                tenant,
+                Method::DELETE,
+                &format!("/api/v1/messages/{pid}/a"),
+                None,
+            )
+            .await;
         assert_eq!(r.status, StatusCode::NOT_FOUND, "{}", r.text);
     }
     assert_eq!(dlq_rows(&t).await, 1, "a foreign tenant changes nothing");
@@ -747,30 +732,32 @@ async fn dlq_rows_of_another_tenant_are_invisible() {
         "a foreign retry pushes nothing"
     );
 
-    let r = send(&t, Method::GET, "/api/v1/dlq", None, Some(TENANT_A)).await;
+    let r = t
+        .send_as(Some(TENANT_A), Method::GET, "/api/v1/dlq", None)
+        .await;
     assert_eq!(r.json["total"], 1);
-    let r = send(
-        &t,
-        Method::POST,
-        &format!("/api/v1/messages/{pid}/a/retry"),
-        Some(json!({})),
-        Some(TENANT_A),
-    )
-    .await;
+    let r = t
+        .send_as(
+            Some(TENANT_A),
+            Method::POST,
+            &format!("/api/v1/messages/{pid}/a/retry"),
+            Some(json!({})),
+        )
+        .await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.text);
     assert_eq!(
         last_offset(&t, pid).await,
         1,
         "replayed into the owner's partition"
     );
-    let p = send(
-        &t,
-        Method::GET,
-        "/api/v1/pop/queue/q/partition/p1?batch=10",
-        None,
-        Some(TENANT_A),
-    )
-    .await;
+    let p = t
+        .send_as(
+            Some(TENANT_A),
+            Method::GET,
+            "/api/v1/pop/queue/q/partition/p1?batch=10",
+            None,
+        )
+        .await;
     assert_eq!(txns(&p).len(), 2);
     assert_eq!(dlq_rows(&t).await, 0);
     t.broker.shutdown().await;

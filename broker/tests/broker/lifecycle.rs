@@ -1,12 +1,10 @@
 //! Start-up: migrations applied once under concurrency, bad configuration refused by name,
 //! retention purging the sidecar on its own clock.
 
-mod common;
-
 use std::process::Command;
 
+use crate::common::{fresh_database, TestBroker};
 use ackbench_broker::{Broker, Config};
-use common::{fresh_database, TestBroker};
 use serde_json::json;
 
 #[tokio::test]
@@ -168,6 +166,6 @@ async fn segment_retention_drops_old_and_consumed_segments() {
         .get(0);
     assert_eq!(log_start, 1);
     let p = t.http.pop("s", "p", "autoAck=true").await;
-    assert_eq!(common::txns(&p), ["b"]);
+    assert_eq!(crate::common::txns(&p), ["b"]);
     t.broker.shutdown().await;
 }

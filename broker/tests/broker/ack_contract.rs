@@ -2,19 +2,15 @@
 //! HTTP server against real PostgreSQL (and, where the contract is about a procedure's answer,
 //! by calling the procedure directly).
 
-mod common;
-
 use std::time::Duration;
 
-use common::{txns, Reply, TestBroker};
+use crate::common::{txns, Reply, TestBroker, QM};
 use hyper::{Method, StatusCode};
 use serde_json::{json, Value};
 use uuid::Uuid;
 
 // ---------------------------------------------------------------------------------------------
 // helpers
-
-const QM: &str = "__QUEUE_MODE__";
 
 /// A popped batch: its lease, partition and messages.
 struct Batch {

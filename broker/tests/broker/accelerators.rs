@@ -13,53 +13,21 @@
 //! - Fusion itself: folding, per-worker verdicts and realignment by input ordinal in one flush,
 //!   and `max_rows = 1` committing one row per flush.
 
-mod common;
-
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::common::{txns, Http, Rng, TestBroker, QM};
 use ackbench_broker::ack::fusion::{AckFusion, FusedAck, Verdict};
-use common::{txns, Http, TestBroker};
 use hyper::StatusCode;
 use serde_json::{json, Value};
 use uuid::Uuid;
 
-const QM: &str = "__QUEUE_MODE__";
 const LEASE_ERR: &str = "invalid or expired lease";
 
 // ---------------------------------------------------------------------------------------------
 // shared helpers
-
-/// xorshift64*: tiny and seeded.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.0 = x;
-        x.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-
-    fn chance(&mut self, percent: usize) -> bool {
-        self.below(100) < percent
-    }
-
-    fn shuffle<T>(&mut self, v: &mut [T]) {
-        for i in (1..v.len()).rev() {
-            let j = self.below(i + 1);
-            v.swap(i, j);
-        }
-    }
-}
 
 /// Every `name value` line of `/metrics` (labels are part of the name).
 async fn metrics(http: &Http) -> HashMap<String, f64> {
@@ -387,7 +355,7 @@ impl Lane {
         Some(p)
     }
 
-    fn reply(&mut self, r: &common::Reply) -> Value {
+    fn reply(&mut self, r: &crate::common::Reply) -> Value {
         json!({"status": r.status.as_u16(), "body": self.norm.value(&r.json)})
     }
 
@@ -596,9 +564,9 @@ impl Diff {
     fn ack_slot(&mut self) -> usize {
         let live: Vec<usize> = (0..SLOTS.len()).filter(|&s| self.live[s]).collect();
         if !live.is_empty() && self.rng.chance(90) {
-            live[self.rng.below(live.len())]
+            live[self.rng.index(live.len())]
         } else {
-            self.rng.below(SLOTS.len())
+            self.rng.index(SLOTS.len())
         }
     }
 
@@ -606,21 +574,21 @@ impl Diff {
     fn pop_slot(&mut self) -> usize {
         let idle: Vec<usize> = (0..SLOTS.len()).filter(|&s| !self.live[s]).collect();
         if !idle.is_empty() && self.rng.chance(80) {
-            idle[self.rng.below(idle.len())]
+            idle[self.rng.index(idle.len())]
         } else {
-            self.rng.below(SLOTS.len())
+            self.rng.index(SLOTS.len())
         }
     }
 
     async fn push(&mut self, step: usize) {
-        let part = self.rng.below(PARTITIONS.len());
+        let part = self.rng.index(PARTITIONS.len());
         let (queue, partition) = PARTITIONS[part];
-        let n = 2 + self.rng.below(4);
+        let n = 2 + self.rng.index(4);
         let mut txns = Vec::new();
         for _ in 0..n {
             let log = &self.logs[part];
             let txn = if !log.is_empty() && self.rng.chance(12) {
-                log[self.rng.below(log.len())].clone()
+                log[self.rng.index(log.len())].clone()
             } else {
                 self.fresh += 1;
                 format!("{queue}{partition}-{}", self.fresh)
@@ -867,7 +835,7 @@ impl Diff {
                 lease,
                 items,
             };
-        match self.rng.below(100) {
+        match self.rng.index(100) {
             // the full batch, completed, in any order, sometimes with a repeat: a registry hit
             0..=34 => {
                 self.rng.shuffle(&mut items);
@@ -893,8 +861,8 @@ impl Diff {
             }
             // the full batch with one explicit signal
             46..=57 => {
-                let k = self.rng.below(items.len());
-                items[k].1 = ["failed", "failed", "retry", "dlq"][self.rng.below(4)];
+                let k = self.rng.index(items.len());
+                items[k].1 = ["failed", "failed", "retry", "dlq"][self.rng.index(4)];
                 if self.rng.chance(50) {
                     items[k].2 = Some(format!("e{step}"));
                 }
@@ -902,7 +870,7 @@ impl Diff {
             }
             // a lease-less ack of a prefix
             58..=63 => {
-                let k = 1 + self.rng.below(items.len());
+                let k = 1 + self.rng.index(items.len());
                 items.truncate(k);
                 self.ack(step, vec![part(None, items)]).await;
             }
@@ -916,7 +884,7 @@ impl Diff {
             // a stale lease of the slot (an earlier pop's) acks the full batch
             73..=80 => {
                 let lease = if st.leases.len() > 1 {
-                    Some(st.leases[self.rng.below(st.leases.len() - 1)])
+                    Some(st.leases[self.rng.index(st.leases.len() - 1)])
                 } else {
                     current
                 };
@@ -929,13 +897,13 @@ impl Diff {
                     .position(|p| *p == (SLOTS[s].queue, SLOTS[s].partition))
                     .unwrap();
                 let extra = if self.rng.chance(60) && !self.logs[pi].is_empty() {
-                    self.logs[pi][self.rng.below(self.logs[pi].len())].clone()
+                    self.logs[pi][self.rng.index(self.logs[pi].len())].clone()
                 } else {
                     format!("unknown-{step}")
                 };
-                let at = self.rng.below(items.len() + 1);
+                let at = self.rng.index(items.len() + 1);
                 let status =
-                    ["completed", "completed", "failed", "dlq", "retry"][self.rng.below(5)];
+                    ["completed", "completed", "failed", "dlq", "retry"][self.rng.index(5)];
                 items.insert(at, (extra, status, None));
                 self.ack(step, vec![part(current, items)]).await;
             }
@@ -946,7 +914,7 @@ impl Diff {
                     .collect();
                 let mut parts = vec![part(current, items)];
                 if !others.is_empty() {
-                    let o = others[self.rng.below(others.len())];
+                    let o = others[self.rng.index(others.len())];
                     let os = &self.slots[o];
                     parts.push(AckPart {
                         slot: o,
@@ -1040,7 +1008,7 @@ async fn differential_all_four_settings_answer_identically() {
     d.prelude().await;
     for step in 0..170 {
         let any_live = d.live.contains(&true);
-        match d.rng.below(100) {
+        match d.rng.index(100) {
             0..=19 => d.push(step).await,
             42..=46 => d.pop_wildcard(step).await,
             47..=93 if any_live => {
@@ -1053,7 +1021,7 @@ async fn differential_all_four_settings_answer_identically() {
             }
             _ => {
                 let s = d.pop_slot();
-                let batch = 1 + d.rng.below(5);
+                let batch = 1 + d.rng.index(5);
                 d.pop(step, s, batch).await;
             }
         }

@@ -1,0 +1,148 @@
+//! Serving HTTP: accepting connections, reading each request into an `http::Request` (route,
+//! query, tenant, bounded body), running its handler from `routes` as a task of its own, and
+//! counting the answer. Errors become answers here; nothing below knows about connections.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use http_body_util::{BodyExt, Limited};
+use hyper::body::Incoming;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{HeaderMap, StatusCode};
+use hyper_util::rt::TokioIo;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+use uuid::Uuid;
+
+use crate::app::App;
+use crate::http::{error_answer, router, Answer, ApiError, Request};
+
+/// Accepts connections until `stopped` flips; each connection is served on its own task.
+pub async fn accept_loop(app: Arc<App>, listener: TcpListener, mut stopped: watch::Receiver<bool>) {
+    loop {
+        let (stream, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(pair) => pair,
+                Err(e) => {
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            _ = stopped.changed() => return,
+        };
+        let _ = stream.set_nodelay(true);
+        tokio::spawn(connection(app.clone(), stream, peer, stopped.clone()));
+    }
+}
+
+/// Serves one keep-alive connection; a stop closes it gracefully.
+async fn connection(
+    app: Arc<App>,
+    stream: TcpStream,
+    peer: std::net::SocketAddr,
+    mut stopped: watch::Receiver<bool>,
+) {
+    let service = service_fn(move |req| serve(app.clone(), req));
+    let conn = http1::Builder::new()
+        .keep_alive(true)
+        .serve_connection(TokioIo::new(stream), service);
+    tokio::pin!(conn);
+    tokio::select! {
+        result = conn.as_mut() => {
+            if let Err(e) = result {
+                tracing::debug!(%peer, error = %e, "connection ended with an error");
+            }
+        }
+        _ = stopped.changed() => conn.as_mut().graceful_shutdown(),
+    }
+}
+
+/// Serves one HTTP request end to end; never fails (errors become answers).
+pub async fn serve(app: Arc<App>, req: hyper::Request<Incoming>) -> Result<Answer, Infallible> {
+    let (route_name, answer) = match read(&app, req).await {
+        Ok(request) => {
+            let name = request.route.name();
+            (name, handle(app.clone(), request).await)
+        }
+        Err((name, e)) => (name, error_answer(&e)),
+    };
+    app.metrics
+        .count_request(route_name, answer.status().as_u16());
+    Ok(answer)
+}
+
+/// Runs the handler as its own task, so that a bug that panics answers 500 (and is logged)
+/// instead of tearing down the client's connection.
+async fn handle(app: Arc<App>, request: Request) -> Answer {
+    let name = request.route.name();
+    let handled = tokio::spawn(async move { crate::routes::dispatch(&app, request).await }).await;
+    match handled {
+        Ok(answer) => answer.unwrap_or_else(|e| error_answer(&e)),
+        Err(e) => {
+            tracing::error!(route = name, error = %e, "request handler panicked");
+            error_answer(&ApiError::internal(format!("{name}: internal error")))
+        }
+    }
+}
+
+/// Routes the request line, reads the tenant and the body (bounded by `QUEEN_MAX_BODY_BYTES`).
+async fn read(
+    app: &App,
+    req: hyper::Request<Incoming>,
+) -> Result<Request, (&'static str, ApiError)> {
+    let (parts, body) = req.into_parts();
+    let route = router::route(&parts.method, parts.uri.path()).map_err(|e| ("unrouted", e))?;
+    let name = route.name();
+    let query = parts
+        .uri
+        .query()
+        .map(|q| form_urlencoded::parse(q.as_bytes()).into_owned().collect())
+        .unwrap_or_default();
+    let tenant = tenant_of(app, &parts.headers).map_err(|e| (name, e))?;
+    let body = Limited::new(body, app.config.max_body_bytes)
+        .collect()
+        .await
+        .map_err(|e| (name, body_error(app.config.max_body_bytes, e)))?
+        .to_bytes();
+    Ok(Request {
+        method: parts.method,
+        route,
+        query,
+        headers: parts.headers,
+        body,
+        tenant,
+    })
+}
+
+/// 413 for a body over the limit, else 400 naming what went wrong.
+fn body_error(limit: usize, e: Box<dyn std::error::Error + Send + Sync>) -> ApiError {
+    if e.downcast_ref::<http_body_util::LengthLimitError>()
+        .is_some()
+    {
+        ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("body is larger than {limit} bytes"),
+        )
+    } else {
+        ApiError::bad_request(format!("could not read the body: {e}"))
+    }
+}
+
+/// The caller's tenant: the `x-queen-tenant` header when tenancy is on, else the default.
+fn tenant_of(app: &App, headers: &HeaderMap) -> Result<Uuid, ApiError> {
+    let default = app.default_tenant;
+    if !app.config.tenancy_header {
+        return Ok(default);
+    }
+    match headers.get("x-queen-tenant") {
+        None => Ok(default),
+        Some(v) => v
+            .to_str()
+            .ok()
+            .and_then(|s| Uuid::parse_str(s.trim()).ok())
+            .ok_or_else(|| ApiError::bad_request("header x-queen-tenant must be a UUID")),
+    }
+}

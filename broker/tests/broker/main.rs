@@ -1,0 +1,19 @@
+//! The broker's integration suites, one binary: each module is one former test file, all on
+//! one throwaway PostgreSQL cluster and the helpers of `tests/common`.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod accelerators;
+mod ack_concurrency;
+mod ack_contract;
+mod ack_model;
+mod bad_input;
+mod lease_dlq;
+mod lifecycle;
+mod pop_engine;
+mod push_fusion;
+mod push_pop;
+mod refusals;
+mod tenancy;
+mod transaction;
