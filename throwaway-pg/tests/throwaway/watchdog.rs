@@ -58,7 +58,7 @@ impl ChildRun {
         let mut child = Command::new(std::env::current_exe().unwrap())
             .args([
                 "--exact",
-                "watchdog_child",
+                "watchdog::watchdog_child",
                 "--nocapture",
                 "--test-threads=1",
             ])
