@@ -115,7 +115,7 @@ pub async fn capacity(opts: CapacityOptions) -> u8 {
     if let Err(e) = scenario.apply_overrides(&opts.overrides()) {
         return fail(&e.to_string().replace("--duration", "--step-secs"));
     }
-    let planned = capacity::plan(&scenario, opts.start, opts.step, opts.max)
+    let planned = capacity::plan(&scenario, opts.search())
         .and_then(|p| Ok((p, capacity::criteria(opts.slo_p99_ms)?)));
     let (plan, criteria) = match planned {
         Ok(x) => x,
@@ -192,8 +192,14 @@ fn describe_capacity_flags(opts: &CapacityOptions) -> Vec<String> {
     if let Some(x) = opts.step {
         v.push(format!("--step {x}"));
     }
+    if let Some(x) = opts.min {
+        v.push(format!("--min {x}"));
+    }
     if let Some(x) = opts.max {
         v.push(format!("--max {x}"));
+    }
+    if let Some(x) = opts.precision {
+        v.push(format!("--precision {x}"));
     }
     v.push(format!("--slo-p99-ms {}", opts.slo_p99_ms));
     v

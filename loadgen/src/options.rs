@@ -86,12 +86,20 @@ pub struct CapacityOptions {
     /// First offered rate, msg/s (default: the scenario's open-loop rate, else 100).
     #[arg(long)]
     pub start: Option<f64>,
-    /// Factor between one step's offered rate and the next (default 1.5).
+    /// Factor between one step's offered rate and the next while bracketing the knee, up from a
+    /// sustained rate or down from a failing one (default 1.5).
     #[arg(long)]
     pub step: Option<f64>,
+    /// Lowest offered rate the search tries, msg/s (default start / 20).
+    #[arg(long)]
+    pub min: Option<f64>,
     /// Highest offered rate, msg/s (default 1000 × start).
     #[arg(long)]
     pub max: Option<f64>,
+    /// The search ends once the failing rate is within this share of the sustained one
+    /// (default 0.05, 5%).
+    #[arg(long)]
+    pub precision: Option<f64>,
     /// Cells to run, comma-separated: registry+fusion, registry, fusion, none (and the peers
     /// pgmq, pgq).
     #[arg(long)]
@@ -111,6 +119,17 @@ pub struct CapacityOptions {
 }
 
 impl CapacityOptions {
+    /// The knee search's flags.
+    pub fn search(&self) -> crate::capacity::SearchFlags {
+        crate::capacity::SearchFlags {
+            start: self.start,
+            step: self.step,
+            min: self.min,
+            max: self.max,
+            precision: self.precision,
+        }
+    }
+
     /// The flags that override the scenario file (`--step-secs` is the measured window).
     pub fn overrides(&self) -> Overrides {
         Overrides {

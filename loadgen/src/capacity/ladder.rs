@@ -1,5 +1,7 @@
-//! One cell's ladder: a fresh target (database and broker), then steps at rising offered rates,
-//! each judged as it ends, until the knee, `--max`, an interruption or an error.
+//! One cell's knee search: a fresh target (database and broker), then steps at the offered
+//! rates `verdict::next_rate` picks (up or down from the start until a sustained rate lies below
+//! a failing one, then bisecting), each judged as it ends, until the knee is bracketed within
+//! the precision, `--max` holds, `--min` fails, an interruption or an error.
 
 use tokio::sync::watch;
 
@@ -28,10 +30,9 @@ pub(super) struct Search<'a> {
 /// cell as far as it got, when its target had started).
 pub(super) type CellOutcome = Result<(CapacityCell, bool), (Option<CapacityCell>, String)>;
 
-/// Why a ladder stopped climbing.
+/// Why a cell's search ended.
 enum LadderEnd {
-    ReachedMax,
-    PastKnee,
+    Searched(verdict::Next),
     Interrupted,
     Failed(String),
 }
@@ -41,8 +42,8 @@ impl Search<'_> {
     pub(super) async fn cell(&self, c: Cell, progress: &mut Progress) -> CellOutcome {
         let label = format!("[{}] {}", self.scenario.name, c.name());
         progress.say(&format!(
-            "{label}: fresh database and broker; {} step(s) planned",
-            self.plan.rates.len()
+            "{label}: fresh database and broker; searching for the knee from {} msg/s",
+            amount(self.plan.start_rate)
         ));
         let tag = format!("capacity_{}", c.name().replace('+', "_"));
         let target = Target::start(self.env, &self.round(self.scenario, c, 0), &tag)
@@ -56,11 +57,11 @@ impl Search<'_> {
         match end {
             LadderEnd::Failed(e) => Err((Some(cell), e)),
             LadderEnd::Interrupted => Ok((cell, true)),
-            LadderEnd::ReachedMax | LadderEnd::PastKnee => Ok((cell, false)),
+            LadderEnd::Searched(_) => Ok((cell, false)),
         }
     }
 
-    /// Steps up the plan's rates on `target` until the ladder ends.
+    /// Measures the rates the search asks for on `target` until it ends.
     async fn climb(
         &self,
         c: Cell,
@@ -69,18 +70,18 @@ impl Search<'_> {
         progress: &mut Progress,
     ) -> (Vec<Step>, LadderEnd) {
         let mut steps: Vec<Step> = Vec::new();
-        for (i, &rate) in self.plan.rates.iter().enumerate() {
+        loop {
+            let rate = match verdict::next_rate(&steps, &self.bounds()) {
+                verdict::Next::Try(rate) => rate,
+                end => return (steps, LadderEnd::Searched(end)),
+            };
             if *self.cancel.borrow() {
                 return (steps, LadderEnd::Interrupted);
             }
+            let index = steps.len() as u32 + 1;
             let scenario = at_rate(self.scenario, rate);
-            let cr = self.round(&scenario, c, i as u32 + 1);
-            let step_label = format!(
-                "{label} step {}/{} @ {} msg/s",
-                i + 1,
-                self.plan.rates.len(),
-                amount(rate)
-            );
+            let cr = self.round(&scenario, c, index);
+            let step_label = format!("{label} step {index} @ {} msg/s", amount(rate));
             let measured =
                 step::measure(&cr, target, self.plan, &step_label, self.cancel, progress);
             match measured.await {
@@ -88,11 +89,18 @@ impl Search<'_> {
                 Ok(None) => return (steps, LadderEnd::Interrupted),
                 Err(e) => return (steps, LadderEnd::Failed(e)),
             }
-            if verdict::past_knee(&steps, self.criteria) {
-                return (steps, LadderEnd::PastKnee);
-            }
         }
-        (steps, LadderEnd::ReachedMax)
+    }
+
+    fn bounds(&self) -> verdict::Bounds {
+        let p = self.plan;
+        verdict::Bounds {
+            start: p.start_rate,
+            factor: p.step_factor,
+            min: p.min_rate,
+            max: p.max_rate,
+            precision: p.precision,
+        }
     }
 
     /// Step `step` (0 for the cell's target itself) of cell `c`, with its own seed.
@@ -102,7 +110,7 @@ impl Search<'_> {
             cell: c,
             name: c.name().to_string(),
             round: step,
-            rounds: self.plan.rates.len() as u32,
+            rounds: 0,
             seed: match step {
                 0 => self.seed,
                 n => self.seed.wrapping_add(n as u64 * 7919),
@@ -120,7 +128,10 @@ impl Search<'_> {
         step
     }
 
-    fn cell_results(&self, c: Cell, steps: Vec<Step>, end: &LadderEnd) -> CapacityCell {
+    /// The cell's document: its steps by offered rate (each keeps its index, the order it ran
+    /// in), the sustained rate and knee, and why the search ended.
+    fn cell_results(&self, c: Cell, mut steps: Vec<Step>, end: &LadderEnd) -> CapacityCell {
+        steps.sort_by(|a, b| a.offered_rate.total_cmp(&b.offered_rate));
         let (sustained_rate, knee_rate) = verdict::select(&steps);
         CapacityCell {
             name: c.name().to_string(),
@@ -129,21 +140,30 @@ impl Search<'_> {
             steps,
             sustained_rate,
             knee_rate,
-            stopped: self.stopped_words(end),
+            stopped: self.stopped_words(end, sustained_rate, knee_rate),
         }
     }
 
-    /// Why the cell stopped, as `capacity.json` records it.
-    fn stopped_words(&self, end: &LadderEnd) -> String {
+    /// Why the cell's search ended, as `capacity.json` records it.
+    fn stopped_words(&self, end: &LadderEnd, held: Option<f64>, knee: Option<f64>) -> String {
+        let p = self.plan;
+        let rate = |r: Option<f64>| r.map(amount).unwrap_or_default();
         match end {
-            LadderEnd::ReachedMax => format!(
-                "reached --max {} msg/s without two failing steps in a row",
-                amount(self.plan.max_rate)
+            LadderEnd::Searched(verdict::Next::Bracketed) => format!(
+                "knee bracketed: {} msg/s sustained, {} msg/s not (precision {}%)",
+                rate(held),
+                rate(knee),
+                format_number(p.precision * 100.0)
             ),
-            LadderEnd::PastKnee => format!(
-                "{} failing steps in a row: past the knee",
-                self.criteria.stop_after_failures.max(1)
+            LadderEnd::Searched(verdict::Next::SustainedAtMax) => format!(
+                "every rate up to --max {} msg/s was sustained: the knee lies above",
+                amount(p.max_rate)
             ),
+            LadderEnd::Searched(verdict::Next::FailedAtFloor) => format!(
+                "even the floor --min {} msg/s failed: the knee lies below",
+                amount(p.min_rate)
+            ),
+            LadderEnd::Searched(verdict::Next::Try(_)) => "search did not end".into(),
             LadderEnd::Interrupted => "interrupted".into(),
             LadderEnd::Failed(e) => format!("error: {e}"),
         }

@@ -1,16 +1,20 @@
-//! `ackbench capacity`: per cell, step the offered producer rate up and find the highest rate
-//! that is sustained within a latency target.
+//! `ackbench capacity`: per cell, search the offered producer rate for the knee: the highest
+//! rate sustained within a latency target, and the lowest that is not.
 //!
-//! Each cell gets one fresh database and one broker (as `run` does). Its steps run at `start`,
-//! `start × step`, ... up to `max`, each on a fresh queue (configured with the scenario's
-//! options, prefilled per the scenario) with its own workers: open-loop producers at the step's
-//! rate (everything else from the scenario's `[producers]` and `[consumers]`), a warm-up, and a
-//! measured window with snapshots at its edges. The workers stop after the window; the step is
-//! not drained (the next one starts on a new queue). Each step is judged (`verdict`); a cell
-//! stops after two failing steps in a row. The outcome is one `capacity.json` and its report.
+//! Each cell gets one fresh database and one broker (as `run` does). Its first step runs at
+//! `start`; then the search steps up by `step` from a sustained rate or down from a failing
+//! one (within `min`..`max`) until a sustained rate lies below a failing one, and bisects that
+//! bracket (geometric middle) until the two are within `precision`. Each step runs on a fresh
+//! queue (the scenario's options and prefill) with its own workers: open-loop producers at the
+//! step's rate (everything else from the scenario's `[producers]` and `[consumers]`), a
+//! warm-up, and a measured window with snapshots at its edges. The workers stop after the
+//! window; the step is not drained. Each step is judged (`verdict`). The outcome is one
+//! `capacity.json` (a sustained rate per cell, or the words that even the floor failed) and its
+//! report.
 //!
-//! `ladder` climbs one cell's rates, `step` measures one step through the shared cell lifecycle
-//! (`crate::lifecycle`), `verdict` judges it; this module plans, runs every cell and reports.
+//! `ladder` runs one cell's search, `step` measures one step through the shared cell lifecycle
+//! (`crate::lifecycle`), `verdict` judges it and picks the next rate; this module plans, runs
+//! every cell and reports.
 
 mod ladder;
 pub mod model;
@@ -36,30 +40,56 @@ use model::{CapacityResults, Criteria, Plan};
 pub const DEFAULT_START: f64 = 100.0;
 /// The default step factor.
 pub const DEFAULT_STEP: f64 = 1.5;
-/// Without `--max`, the ladder spans this factor above the start (the knee stops it earlier).
+/// Without `--max`, the search may go this factor above the start (the knee stops it earlier).
 pub const DEFAULT_SPAN: f64 = 1000.0;
+/// Without `--min`, the search may go this factor below the start.
+pub const DEFAULT_FLOOR_SPAN: f64 = 20.0;
+/// Without `--precision`: the search ends once the failing rate is within 5 % of the sustained.
+pub const DEFAULT_PRECISION: f64 = 0.05;
+
+/// The search flags of `ackbench capacity`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SearchFlags {
+    pub start: Option<f64>,
+    pub step: Option<f64>,
+    pub min: Option<f64>,
+    pub max: Option<f64>,
+    pub precision: Option<f64>,
+}
 
 /// The plan of a capacity run from the scenario (after overrides) and the flags.
-pub fn plan(
-    s: &Scenario,
-    start: Option<f64>,
-    step: Option<f64>,
-    max: Option<f64>,
-) -> Result<Plan, String> {
+pub fn plan(s: &Scenario, flags: SearchFlags) -> Result<Plan, String> {
     if s.producers.count == 0 {
         return Err(
             "capacity steps the producers' rate up, but the scenario's [producers] count is 0"
                 .into(),
         );
     }
-    let start = start.unwrap_or_else(|| s.producers.open_rate().unwrap_or(DEFAULT_START));
-    let step = step.unwrap_or(DEFAULT_STEP);
-    let max = max.unwrap_or(start * DEFAULT_SPAN);
+    let start = flags
+        .start
+        .unwrap_or_else(|| s.producers.open_rate().unwrap_or(DEFAULT_START));
+    let step = flags.step.unwrap_or(DEFAULT_STEP);
+    let max = flags.max.unwrap_or(start * DEFAULT_SPAN);
     let rates = verdict::ladder(start, step, max)?;
+    let min = flags.min.unwrap_or(start / DEFAULT_FLOOR_SPAN);
+    if !(min.is_finite() && min > 0.0 && min <= start) {
+        return Err(format!(
+            "--min must be a positive rate at most --start ({}), got {min}",
+            amount(start)
+        ));
+    }
+    let precision = flags.precision.unwrap_or(DEFAULT_PRECISION);
+    if !(precision.is_finite() && (0.001..=1.0).contains(&precision)) {
+        return Err(format!(
+            "--precision must be a share between 0.001 and 1 (0.05 = 5%), got {precision}"
+        ));
+    }
     Ok(Plan {
         start_rate: start,
         step_factor: step,
         max_rate: max,
+        min_rate: min,
+        precision,
         rates,
         warmup_secs: s.run.warmup_secs,
         step_secs: s.run.duration_secs,

@@ -1,6 +1,6 @@
 //! The pure part of capacity planning, kept free of I/O so it can be checked on known numbers:
 //! the ladder of offered rates, each step's verdict, the load generator's own warnings, the
-//! cell's sustained rate and knee, and when a cell is clearly past its knee.
+//! search for the knee (which rate to try next), and the cell's sustained rate and knee.
 
 use super::model::{Condition, Criteria, Failure, Step};
 use ackbench_reports::capacity::amount;
@@ -183,9 +183,60 @@ pub fn select(steps: &[Step]) -> (Option<f64>, Option<f64>) {
     (sustained, knee)
 }
 
-/// True once the last `stop_after_failures` steps all failed: the cell is clearly past its
-/// knee and stepping further only costs time.
-pub fn past_knee(steps: &[Step], c: &Criteria) -> bool {
-    let n = c.stop_after_failures.max(1) as usize;
-    steps.len() >= n && steps[steps.len() - n..].iter().all(|s| !s.sustained)
+/// Where a cell's knee search goes next.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Next {
+    /// Measure a step at this offered rate.
+    Try(f64),
+    /// A sustained rate and a failing one within the precision of each other: the knee.
+    Bracketed,
+    /// Every rate up to `--max` held: the knee lies above.
+    SustainedAtMax,
+    /// Even the floor (`--min`) failed: the knee lies below.
+    FailedAtFloor,
+}
+
+/// The bounds of a knee search.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Bounds {
+    pub start: f64,
+    pub factor: f64,
+    pub min: f64,
+    pub max: f64,
+    /// The bracket is narrow enough once failing / sustained <= 1 + precision.
+    pub precision: f64,
+}
+
+/// The next step of the search, given the steps judged so far (in any order): first the start;
+/// then by the factor up from a sustained rate or down from a failing one until the knee is
+/// bracketed (a sustained rate below a failing one); then the geometric middle of the bracket
+/// until it is within the precision. Rates are rounded to three digits; a rate already tried
+/// ends the search (the bracket cannot narrow further at that rounding).
+pub fn next_rate(steps: &[Step], b: &Bounds) -> Next {
+    let failing = steps
+        .iter()
+        .filter(|s| !s.sustained)
+        .map(|s| s.offered_rate)
+        .fold(None, |m: Option<f64>, r| Some(m.map_or(r, |m| m.min(r))));
+    let sustained = steps
+        .iter()
+        .filter(|s| s.sustained && failing.is_none_or(|f| s.offered_rate < f))
+        .map(|s| s.offered_rate)
+        .fold(None, |m: Option<f64>, r| Some(m.map_or(r, |m| m.max(r))));
+    let (next, end) = match (sustained, failing) {
+        (None, None) => (b.start, Next::Bracketed),
+        (Some(s), None) if s >= b.max * (1.0 - 1e-9) => return Next::SustainedAtMax,
+        (Some(s), None) => ((s * b.factor).min(b.max), Next::SustainedAtMax),
+        (None, Some(f)) if f <= b.min * (1.0 + 1e-9) => return Next::FailedAtFloor,
+        (None, Some(f)) => ((f / b.factor).max(b.min), Next::FailedAtFloor),
+        (Some(s), Some(f)) if f / s <= 1.0 + b.precision => return Next::Bracketed,
+        (Some(s), Some(f)) => ((s * f).sqrt(), Next::Bracketed),
+    };
+    let rate = round3(next);
+    let tried = steps.iter().any(|s| s.offered_rate == rate);
+    if tried || steps.len() >= MAX_STEPS {
+        end
+    } else {
+        Next::Try(rate)
+    }
 }

@@ -8,7 +8,9 @@ use ackbench::capacity::model::{
     CapacityCell, CapacityResults, Condition, Criteria, Plan, Step, CAPACITY_KIND,
     CAPACITY_SCHEMA_VERSION,
 };
-use ackbench::capacity::verdict::{self, judge, ladder, loadgen_warnings, past_knee, select};
+use ackbench::capacity::verdict::{
+    self, judge, ladder, loadgen_warnings, next_rate, select, Bounds, Next,
+};
 use ackbench_reports::capacity::{
     all_warnings, cell_sentence, chart_specs, headline, render_capacity,
 };
@@ -203,38 +205,70 @@ fn the_knee_is_the_first_failing_step_and_capacity_the_step_before() {
     assert_eq!(select(&[]), (None, None));
 }
 
-#[test]
-fn a_cell_stops_after_two_failing_steps_in_a_row() {
-    let c = Criteria::default();
-    assert_eq!(c.stop_after_failures, 2);
-    // What the stepping loop does: judge, push, stop once past the knee.
-    let run = |planned: &[(f64, bool)]| {
-        let mut done = Vec::new();
-        for s in verdicts(planned) {
-            done.push(s);
-            if past_knee(&done, &c) {
-                break;
-            }
+/// Runs the knee search against a cell that sustains every rate below `knee`; returns the
+/// rates tried in order and how the search ended.
+fn search(knee: f64, b: &Bounds) -> (Vec<f64>, Next) {
+    let mut steps: Vec<Step> = Vec::new();
+    loop {
+        match next_rate(&steps, b) {
+            Next::Try(rate) => steps.push(Step {
+                index: steps.len() as u32 + 1,
+                sustained: rate < knee,
+                ..good(rate)
+            }),
+            end => return (steps.iter().map(|s| s.offered_rate).collect(), end),
         }
-        done.len()
+    }
+}
+
+#[test]
+fn the_search_brackets_the_knee_from_either_side_and_bisects_it() {
+    let b = Bounds {
+        start: 400.0,
+        factor: 1.5,
+        min: 20.0,
+        max: 400_000.0,
+        precision: 0.05,
     };
-    let all = [
-        (50.0, true),
-        (100.0, true),
-        (200.0, false),
-        (400.0, true),
-        (800.0, false),
-        (1600.0, false),
-        (3200.0, false),
-    ];
-    assert_eq!(run(&all), 6, "one failure then a hold does not stop it");
+    for knee in [37.0, 390.0, 401.0, 2345.0, 9000.0] {
+        let (tried, end) = search(knee, &b);
+        assert_eq!(end, Next::Bracketed, "knee {knee}: {tried:?}");
+        let held = tried
+            .iter()
+            .copied()
+            .filter(|r| *r < knee)
+            .fold(0.0, f64::max);
+        let failed = tried
+            .iter()
+            .copied()
+            .filter(|r| *r >= knee)
+            .fold(f64::MAX, f64::min);
+        assert!(held < knee && knee <= failed, "knee {knee}: {tried:?}");
+        assert!(failed / held <= 1.05 + 1e-9, "within 5%: {held}..{failed}");
+        assert!(
+            tried.len() <= 16,
+            "knee {knee}: {} steps: {tried:?}",
+            tried.len()
+        );
+        assert_eq!(tried[0], 400.0, "the search starts at the start");
+    }
+    // Above the start it steps up, below it steps down, by the factor.
+    assert_eq!(search(2345.0, &b).0[..3], [400.0, 600.0, 900.0]);
+    assert_eq!(search(37.0, &b).0[..3], [400.0, 267.0, 178.0]);
+    // A knee outside min..max is said so.
+    assert_eq!(search(1.0, &b).1, Next::FailedAtFloor);
     assert_eq!(
-        run(&[(50.0, false), (100.0, false), (200.0, true)]),
-        2,
-        "none sustained"
+        *search(1.0, &b).0.last().unwrap(),
+        20.0,
+        "the floor was tried"
     );
-    assert_eq!(run(&[(50.0, true), (100.0, true)]), 2, "ran to --max");
-    assert!(!past_knee(&verdicts(&[(50.0, false)]), &c));
+    assert_eq!(search(1e9, &b).1, Next::SustainedAtMax);
+    // A coarse precision stops as soon as the factor's bracket is within it.
+    let coarse = Bounds {
+        precision: 0.6,
+        ..b
+    };
+    assert_eq!(search(500.0, &coarse).0, [400.0, 600.0]);
 }
 
 #[test]
@@ -286,6 +320,8 @@ fn synthetic() -> CapacityResults {
             start_rate: 1000.0,
             step_factor: 1.5,
             max_rate: 20000.0,
+            min_rate: 50.0,
+            precision: 0.05,
             rates: vec![1000.0, 1900.0, 2800.0, 4200.0, 6300.0, 9450.0],
             warmup_secs: 5.0,
             step_secs: 30.0,
@@ -401,7 +437,17 @@ fn the_report_has_every_chart_the_knees_and_a_sentence_per_cell() {
         }
     }
 
+    // The knee of each cell, with what limited it.
+    assert_eq!(r.cells[1].limited_by(), [Condition::AckP99]);
     let html = render_capacity(&r).unwrap();
+    let knees = &html[html.find("class=\"knees\"").expect("the knees table")..];
+    let none_row = &knees[knees.find("data-cell=\"none\"").unwrap()..];
+    let none_row = &none_row[..none_row.find("</tr>").unwrap()];
+    assert!(
+        none_row.contains(">1,900<") && none_row.contains(">2,800<"),
+        "{none_row}"
+    );
+    assert!(none_row.contains("ack p99"), "{none_row}");
     for id in ["capacity-achieved", "capacity-p99", "capacity-commits"] {
         assert!(html.contains(&format!("<figure id=\"chart-{id}\"")), "{id}");
     }
@@ -489,7 +535,6 @@ fn a_short_real_run_writes_capacity_json_and_the_report() {
     let _real_run = one_real_run_at_a_time();
     let dir = temp_dir("capacity", "run");
     let out_dir = dir.join("out");
-    let started = std::time::Instant::now();
     let Outcome {
         code,
         stdout,
@@ -507,6 +552,10 @@ fn a_short_real_run_writes_capacity_json_and_the_report() {
             "2",
             "--max",
             "200",
+            "--min",
+            "25",
+            "--precision",
+            "1",
             "--step-secs",
             "2",
             "--warmup",
@@ -535,12 +584,23 @@ fn a_short_real_run_writes_capacity_json_and_the_report() {
     for c in &r.cells {
         assert!(!c.steps.is_empty(), "{}", c.name);
         assert_eq!(select(&c.steps), (c.sustained_rate, c.knee_rate));
-        for (i, s) in c.steps.iter().enumerate() {
-            assert_eq!(s.offered_rate, r.plan.rates[i]);
+        // Steps are listed by offered rate, each within the search's bounds, the first run at
+        // the start; the search ended with a sustained rate, a knee, or words saying neither.
+        let rates: Vec<f64> = c.steps.iter().map(|s| s.offered_rate).collect();
+        assert!(rates.windows(2).all(|w| w[0] < w[1]), "{rates:?}");
+        for s in &c.steps {
+            assert!((25.0..=200.0).contains(&s.offered_rate), "{s:?}");
             assert_eq!(s.sustained, s.failed.is_empty());
             assert!(s.window_secs >= 1.9, "{s:?}");
         }
-        let first = &c.steps[0];
+        assert!(
+            c.sustained_rate.is_some() || c.stopped.contains("even the floor"),
+            "{}: {}",
+            c.name,
+            c.stopped
+        );
+        let first = c.steps.iter().find(|s| s.index == 1).unwrap();
+        assert_eq!(first.offered_rate, 50.0);
         assert!(
             first.achieved_push_rate > 30.0 && first.achieved_push_rate < 70.0,
             "{}: {first:?}",
@@ -572,9 +632,8 @@ fn a_short_real_run_writes_capacity_json_and_the_report() {
     }
     assert!(stdout.contains(&headline(&r)), "{stdout}");
     assert!(
-        stderr.contains("step 1/3 @ 50 msg/s"),
+        stderr.contains("step 1 @ 50 msg/s"),
         "progress lines:\n{stderr}"
     );
-    assert!(started.elapsed().as_secs() < 90, "{:?}", started.elapsed());
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -40,8 +40,6 @@ pub struct Criteria {
     pub min_answered_ratio: f64,
     /// The backlog may grow by at most this share of the obligations offered in the window.
     pub max_backlog_growth_ratio: f64,
-    /// A cell stops after this many consecutive failing steps.
-    pub stop_after_failures: u32,
     /// Warn when the load generator used more CPU than this (cores) over a window.
     pub loadgen_cpu_warn_cores: f64,
     /// Warn when the producers' schedule lag p99 exceeded this (ms).
@@ -55,7 +53,6 @@ impl Default for Criteria {
             min_achieved_ratio: 0.95,
             min_answered_ratio: 0.95,
             max_backlog_growth_ratio: 0.05,
-            stop_after_failures: 2,
             loadgen_cpu_warn_cores: 0.85,
             schedule_lag_warn_ms: 10.0,
         }
@@ -78,7 +75,14 @@ pub struct Plan {
     pub start_rate: f64,
     pub step_factor: f64,
     pub max_rate: f64,
-    /// The offered rates planned, msg/s, lowest first (a cell may stop before the end).
+    /// The floor of the search: below it a cell is reported as failing everything (msg/s).
+    #[serde(default)]
+    pub min_rate: f64,
+    /// The search ends once failing / sustained <= 1 + precision.
+    #[serde(default)]
+    pub precision: f64,
+    /// The upward ladder from the start, msg/s (the search also steps down from the start by
+    /// the same factor, and bisects between a sustained and a failing rate).
     pub rates: Vec<f64>,
     /// Warm-up of each step, excluded from its figures (s).
     pub warmup_secs: f64,
@@ -234,7 +238,8 @@ pub struct CapacityCell {
     pub sustained_rate: Option<f64>,
     /// The offered rate of the first failing step.
     pub knee_rate: Option<f64>,
-    /// Why stepping ended (`2 consecutive failing steps`, `reached --max 800 msg/s`, ...).
+    /// Why the search ended (`knee bracketed: ...`, `every rate up to --max ...`, `even the
+    /// floor --min ... failed`, ...).
     pub stopped: String,
 }
 
@@ -247,6 +252,13 @@ impl CapacityCell {
     /// The step of the sustained rate (the last sustained one before the knee).
     pub fn capacity_step(&self) -> Option<&Step> {
         self.steps.iter().take_while(|s| s.sustained).last()
+    }
+
+    /// What limited the cell: the conditions its knee step failed.
+    pub fn limited_by(&self) -> Vec<Condition> {
+        self.knee()
+            .map(|k| k.failed.iter().map(|f| f.condition).collect())
+            .unwrap_or_default()
     }
 
     /// A step above the knee that held again (the knee is noisy there).

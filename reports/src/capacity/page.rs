@@ -62,6 +62,7 @@ fn verdict(r: &CapacityResults) -> Markup {
                     (swatch(&c.name)) (cell_sentence(c, cr))
                 }
             } }
+            (knees_table(r))
             p class="help" {
                 "A step is sustained when pushes reach " (amount(cr.min_achieved_ratio * 100.0))
                 "% of the offered rate, answers reach " (amount(cr.min_answered_ratio * 100.0))
@@ -69,8 +70,10 @@ fn verdict(r: &CapacityResults) -> Markup {
                 (amount(cr.max_backlog_growth_ratio * 100.0))
                 "% of what was offered, and ack and end-to-end p99 stay at or under "
                 (amount(cr.slo_p99_ms)) " ms. A cell's capacity is its highest sustained rate \
-                 below the first failing step; a cell stops after " (cr.stop_after_failures)
-                " failing steps in a row."
+                 below the first failing step. The search starts at " (amount(r.plan.start_rate))
+                " msg/s, steps ×" (amount(r.plan.step_factor)) " up from a sustained rate or down \
+                 from a failing one until it brackets the knee, then bisects the bracket until \
+                 the two rates are within " (amount(r.plan.precision * 100.0)) "%."
             }
         }
     }
@@ -140,6 +143,34 @@ fn step_row(s: &Step, knee: bool) -> Markup {
     }
 }
 
+/// The knee of every cell: the highest sustained rate, the first failing one, what failed
+/// there, and why the search ended.
+fn knees_table(r: &CapacityResults) -> Markup {
+    let rate = |v: Option<f64>| v.map(amount).unwrap_or_else(|| "—".into());
+    html! {
+        div class="scroll" { table class="knees" {
+            thead { tr {
+                th class="l" { "cell" }
+                th { (th_with_unit("sustained", "msg/s")) }
+                th { (th_with_unit("knee", "msg/s, first failing")) }
+                th class="l" { "limited by" }
+                th class="l" { "search ended" }
+            } }
+            tbody { @for c in &r.cells {
+                tr data-cell=(c.name) {
+                    th scope="row" { (swatch(&c.name)) (c.name) }
+                    td data-key="sustained" { (rate(c.sustained_rate)) }
+                    td data-key="knee" { (rate(c.knee_rate)) }
+                    td class="l" data-key="limited_by" {
+                        (c.limited_by().iter().map(|x| x.label()).collect::<Vec<_>>().join(", "))
+                    }
+                    td class="l wrap" { (c.stopped) }
+                }
+            } }
+        } }
+    }
+}
+
 fn steps_table(c: &CapacityCell) -> Markup {
     let knee = c.knee().map(|k| k.index);
     html! {
@@ -193,13 +224,15 @@ fn plan_facts(r: &CapacityResults) -> Vec<(String, String)> {
     };
     vec![
         (
-            "Offered rates".into(),
+            "Search".into(),
             format!(
-                "{} msg/s (start {}, ×{} per step, max {})",
-                rates.join(", "),
+                "from {} msg/s, ×{} per step while bracketing, within {}..{} msg/s, bisected to {}%; upward ladder {} msg/s",
                 amount(p.start_rate),
                 amount(p.step_factor),
-                amount(p.max_rate)
+                amount(p.min_rate),
+                amount(p.max_rate),
+                amount(p.precision * 100.0),
+                rates.join(", ")
             ),
         ),
         (
