@@ -96,6 +96,10 @@ fn shipped_scenarios_have_their_character() {
     assert_eq!(deep.queue.options.dedup_window_seconds, 0);
     assert!(deep.consumers.lease_less > 0.0);
     assert_eq!(deep.consumers.ack_mode, AckMode::Batch);
+    assert!(
+        (100..=200).contains(&deep.consumers.pop_batch),
+        "the batch sizes Queen's users run"
+    );
 
     let tiny = shipped("tiny-batches");
     assert!(tiny.queue.partitions >= 128);
@@ -661,4 +665,89 @@ fn peers_join_the_cells_and_are_refused_what_they_cannot_do() {
         vec![Cell::None],
         "a refused override changes nothing"
     );
+}
+
+/// The numbers a scenario's description may state: its keys' values and what follows from
+/// them (a backlog's total, shares as percentages, milliseconds as seconds).
+fn numbers_the_keys_give(s: &Scenario) -> Vec<f64> {
+    let (q, c, p, pre) = (&s.queue, &s.consumers, &s.producers, &s.prefill);
+    let groups = c.groups.unwrap_or(1) as f64;
+    let o = &c.outcomes;
+    let mut v = vec![
+        q.partitions as f64,
+        q.options.lease_time as f64,
+        q.options.retry_limit as f64,
+        c.count as f64,
+        c.count as f64 * groups,
+        groups,
+        c.pop_batch as f64,
+        c.partitions_per_pop as f64,
+        p.count as f64,
+        p.batch as f64,
+        p.rate.unwrap_or(0.0),
+        pre.messages_per_partition as f64,
+        pre.messages_per_partition as f64 * q.partitions as f64,
+        c.stall_extra_ms as f64 / 1000.0,
+    ];
+    for share in [o.completed, o.failed, o.retry, o.dlq, c.lease_less, c.stall] {
+        v.push((share * 100.0).round());
+    }
+    v
+}
+
+/// The numbers written with digits in `text` (`76 800` and `3,000` read as one number).
+fn numbers_in(text: &str) -> Vec<f64> {
+    let mut out = Vec::new();
+    let mut digits = String::new();
+    let chars: Vec<char> = text.chars().collect();
+    for (i, &ch) in chars.iter().enumerate() {
+        let grouping = (ch == ' ' || ch == ',')
+            && !digits.is_empty()
+            && chars
+                .get(i + 1..i + 4)
+                .is_some_and(|d| d.iter().all(char::is_ascii_digit))
+            && chars.get(i + 4).is_none_or(|d| !d.is_ascii_digit());
+        match ch {
+            '0'..='9' => digits.push(ch),
+            _ if grouping => {}
+            _ => {
+                if let Ok(n) = digits.parse() {
+                    out.push(n);
+                }
+                digits.clear();
+            }
+        }
+    }
+    if let Ok(n) = digits.parse() {
+        out.push(n);
+    }
+    out
+}
+
+#[test]
+fn descriptions_state_only_numbers_the_keys_give() {
+    assert_eq!(
+        numbers_in("76 800 messages, 3,000 msg/s, 5% of 16"),
+        [76800.0, 3000.0, 5.0, 16.0]
+    );
+    let drifted = Scenario::parse(
+        "description = \"9 partitions\"\n[queue]\npartitions = 8\n[producers]\ncount = 1\n",
+        "d.toml",
+    )
+    .unwrap();
+    assert!(
+        !numbers_the_keys_give(&drifted).contains(&9.0),
+        "a drifted number is caught"
+    );
+    for name in SHIPPED {
+        let s = shipped(name);
+        let known = numbers_the_keys_give(&s);
+        for n in numbers_in(&s.description) {
+            assert!(
+                known.iter().any(|k| (k - n).abs() < 1e-9),
+                "{name}: the description says {n}, which no key gives ({known:?}):\n{}",
+                s.description
+            );
+        }
+    }
 }
