@@ -368,6 +368,16 @@ pub fn report(results: &Path, compare: Option<&Path>, out: Option<&Path>) -> u8 
     }
 }
 
+/// An accelerator's figure for the terminal: `off` where the cell runs without it, `—` where it
+/// was not measured.
+fn accelerator_figure(on: bool, value: f64, decimals: usize) -> String {
+    match (on, value.is_finite()) {
+        (false, _) => "off".into(),
+        (true, false) => "—".into(),
+        (true, true) => format!("{value:.decimals$}"),
+    }
+}
+
 fn print_summary(results: &Results) {
     println!(
         "{:<16} {:>9} {:>9} {:>9} {:>9} {:>10} {:>9} {:>10} {:>7} {:>9} {:>9} {:>9}  audit",
@@ -395,7 +405,7 @@ fn print_summary(results: &Results) {
                 .unwrap_or(f64::NAN)
         };
         println!(
-            "{:<16} {:>9.0} {:>9.0} {:>9.0} {:>9.3} {:>10.3} {:>9.3} {:>10.4} {:>7.2} {:>9.1} {:>9.2} {:>9.2}  {}",
+            "{:<16} {:>9.0} {:>9.0} {:>9.0} {:>9.3} {:>10.3} {:>9.3} {:>10.4} {:>7} {:>9} {:>9.2} {:>9.2}  {}",
             c.name,
             f.ack_throughput.median,
             f.push_throughput.median,
@@ -404,8 +414,8 @@ fn print_summary(results: &Results) {
             f.ack_commits_per_ack.median,
             f.wal_syncs_per_ack.median,
             f.pg_exec_ms_per_ack.median,
-            f.registry_hit_rate.median,
-            f.fusion_rows_per_commit.median,
+            accelerator_figure(c.registry, f.registry_hit_rate.median, 2),
+            accelerator_figure(c.fusion, f.fusion_rows_per_commit.median, 1),
             lat(|p| p.p50),
             lat(|p| p.p99),
             audit_words(&c.summary.audit)
