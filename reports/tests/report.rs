@@ -316,12 +316,18 @@ fn glance_answers_commits_saved_latency_and_loss() {
         .find(|g| g.cell == "registry+fusion")
         .unwrap();
     let saved = (base - rf.summary.figures.commits_per_ack.median) * 1000.0;
+    let pct = (1.0 - rf.summary.figures.commits_per_ack.median / base) * 100.0;
     assert!(
-        row.commits_saved_text.starts_with(&format!(
-            "saves {} commits per 1,000 acked messages",
+        row.commits_saved_text.contains(&format!(
+            "; all commits −{pct:.0}% (saves {} per 1,000 acked messages)",
             format_number(saved)
         )),
         "{}",
+        row.commits_saved_text
+    );
+    assert!(
+        row.commits_saved_text.starts_with("ack-path commits −"),
+        "the ack path first: {}",
         row.commits_saved_text
     );
     let p99 = rf.summary.figures.latency_ms["ack"].p99.median;
@@ -329,6 +335,35 @@ fn glance_answers_commits_saved_latency_and_loss() {
     assert_eq!(row.lost_text, "0 lost");
     let none = run.glance.iter().find(|g| g.cell == "none").unwrap();
     assert_eq!(none.commits_saved_text, "the baseline");
+
+    // Fewer ack-path commits but more commits in all: both said, and why.
+    let mut grown = r.clone();
+    let base_all = grown
+        .cell("none")
+        .unwrap()
+        .summary
+        .figures
+        .commits_per_ack
+        .median;
+    let fused = grown
+        .cells
+        .iter_mut()
+        .find(|c| c.name == "registry+fusion")
+        .unwrap();
+    fused.summary.figures.commits_per_ack.median = base_all * 1.21;
+    let m = model::build(&grown);
+    let row = m.runs[0]
+        .glance
+        .iter()
+        .find(|g| g.cell == "registry+fusion")
+        .unwrap();
+    let text = &row.commits_saved_text;
+    assert!(text.starts_with("ack-path commits −"), "{text}");
+    assert!(text.contains("; all commits +21% ("), "{text}");
+    assert!(
+        text.ends_with("because the rest of the cycle grew: see Commits by procedure"),
+        "{text}"
+    );
 }
 
 #[test]

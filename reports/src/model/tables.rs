@@ -256,35 +256,55 @@ pub(super) fn summary_rows(r: &Results) -> Vec<SummaryRow> {
 }
 
 /// What the cell's commits per acked message save (or cost) against the baseline, in words.
+/// What a cell does to commits against the baseline, the ack path and the whole message cycle
+/// apart: "ack-path commits −66% (saves 660 per 1,000 acked messages); all commits +21% (210
+/// more), because the rest of the cycle grew: see Commits by procedure".
 fn commits_saved_text(c: &CellResults, base: Option<&CellResults>, cpa: &FigureCell) -> String {
-    match (base, &cpa.value, &cpa.ratio) {
-        (Some(b), Some(v), Some(ratio))
-            if b.name != c.name && b.summary.figures.commits_per_ack.median.is_finite() =>
-        {
-            let saved = (b.summary.figures.commits_per_ack.median - v.median) * 1000.0;
-            saved_words(saved, (1.0 - ratio.median) * 100.0)
+    match (base, &cpa.value) {
+        (Some(b), Some(_)) if b.name != c.name => {
+            let ack = per_thousand_change(c, b, "ack_commits_per_ack");
+            let all = per_thousand_change(c, b, "commits_per_ack");
+            let mut text = format!(
+                "{}; {}",
+                change_words("ack-path commits", ack),
+                change_words("all commits", all)
+            );
+            if ack.is_some_and(|(d, _)| d < 0.0) && all.is_some_and(|(d, _)| d > 0.0) {
+                text.push_str(", because the rest of the cycle grew: see Commits by procedure");
+            }
+            text
         }
-        (Some(b), _, _) if b.name == c.name => "the baseline".to_string(),
+        (Some(b), _) if b.name == c.name => "the baseline".to_string(),
+        (Some(_), None) => "no commits measured".to_string(),
         _ => "no baseline cell to compare with".to_string(),
     }
 }
 
-/// `saved` commits per 1,000 acked messages, `pct` fewer than the baseline.
-fn saved_words(saved: f64, pct: f64) -> String {
-    if pct.abs() < 1.0 {
-        format!("about as many commits as {BASELINE} (within 1%)")
-    } else if saved >= 0.0 {
-        format!(
-            "saves {} commits per 1,000 acked messages ({}% fewer than {BASELINE})",
-            format_number(saved),
-            format_number(pct),
-        )
-    } else {
-        format!(
-            "costs {} more commits per 1,000 acked messages ({}% more than {BASELINE})",
-            format_number(-saved),
-            format_number(-pct),
-        )
+/// The change of `key` from `base` to `cell`: (per 1,000 acked messages, percent), when both
+/// medians are known.
+fn per_thousand_change(cell: &CellResults, base: &CellResults, key: &str) -> Option<(f64, f64)> {
+    let x = summary_figure(&cell.summary.figures, key)?.median;
+    let y = summary_figure(&base.summary.figures, key)?.median;
+    (x.is_finite() && y.is_finite() && y > 0.0).then(|| ((x - y) * 1000.0, (x / y - 1.0) * 100.0))
+}
+
+/// `what −66% (saves 660 per 1,000 acked messages)`, `what +21% (210 more per 1,000 acked
+/// messages)`, `what about as many as none (within 1%)`.
+fn change_words(what: &str, change: Option<(f64, f64)>) -> String {
+    match change {
+        None => format!("{what}: not measured"),
+        Some((_, pct)) if pct.abs() < 1.0 => {
+            format!("{what} about as many as {BASELINE} (within 1%)")
+        }
+        Some((delta, pct)) if delta < 0.0 => format!(
+            "{what} −{:.0}% (saves {} per 1,000 acked messages)",
+            -pct,
+            format_number(-delta)
+        ),
+        Some((delta, pct)) => format!(
+            "{what} +{pct:.0}% ({} more per 1,000 acked messages)",
+            format_number(delta)
+        ),
     }
 }
 
