@@ -110,6 +110,19 @@ pub struct Delivery {
     pub attempt: i32,
 }
 
+impl Delivery {
+    /// A delivery from a row of (handle, attempt, transactionId, payload), the order both
+    /// peers' consume statements select them in.
+    fn from_row(r: &tokio_postgres::Row) -> Delivery {
+        Delivery {
+            handle: r.get(0),
+            attempt: r.get(1),
+            transaction_id: r.get::<_, Option<String>>(2).unwrap_or_default(),
+            payload_json: r.get::<_, Option<String>>(3).unwrap_or_default(),
+        }
+    }
+}
+
 /// A consumed batch; PgQ's stays open until it is answered.
 #[derive(Debug, Default)]
 pub struct Consumed {

@@ -75,18 +75,9 @@ pub async fn consume(
         )
         .await
         .map_err(db("pgmq.read"))?;
-    let deliveries = rows
-        .iter()
-        .map(|r| Delivery {
-            handle: r.get(0),
-            attempt: r.get(1),
-            transaction_id: r.get::<_, Option<String>>(2).unwrap_or_default(),
-            payload_json: r.get::<_, Option<String>>(3).unwrap_or_default(),
-        })
-        .collect();
     Ok(Consumed {
         pgq_batch: None,
-        deliveries,
+        deliveries: rows.iter().map(Delivery::from_row).collect(),
     })
 }
 

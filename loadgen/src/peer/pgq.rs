@@ -132,18 +132,9 @@ pub async fn consume(client: &Client, queue: &str, consumer: &str) -> Result<Con
         )
         .await
         .map_err(db("pgq.get_batch_events"))?;
-    let deliveries = rows
-        .iter()
-        .map(|r| Delivery {
-            handle: r.get(0),
-            attempt: r.get(1),
-            transaction_id: r.get::<_, Option<String>>(2).unwrap_or_default(),
-            payload_json: r.get::<_, Option<String>>(3).unwrap_or_default(),
-        })
-        .collect();
     Ok(Consumed {
         pgq_batch: Some(batch),
-        deliveries,
+        deliveries: rows.iter().map(Delivery::from_row).collect(),
     })
 }
 

@@ -158,6 +158,53 @@ impl CellContext {
     }
 }
 
+/// A producer's send times: open loop, batch `seq` is due at `start + seq × interval` (latency
+/// counts from then, so a stalled target cannot hide behind a slowed client); closed loop,
+/// now.
+pub struct Schedule {
+    start: std::time::Instant,
+    interval: Option<std::time::Duration>,
+}
+
+impl Schedule {
+    /// `rate` messages/s in batches of `batch` (`None`: closed loop).
+    pub fn new(rate: Option<f64>, batch: u32) -> Schedule {
+        Schedule {
+            start: std::time::Instant::now(),
+            interval: rate.map(|r| std::time::Duration::from_secs_f64(batch as f64 / r)),
+        }
+    }
+
+    pub fn open_loop(&self) -> bool {
+        self.interval.is_some()
+    }
+
+    /// Waits until batch `seq` is due and returns its intended send time.
+    pub async fn due(&self, seq: u64) -> std::time::Instant {
+        match self.interval {
+            Some(iv) => {
+                let at = self.start + iv.mul_f64(seq as f64);
+                tokio::time::sleep_until(at.into()).await;
+                at
+            }
+            None => std::time::Instant::now(),
+        }
+    }
+
+    /// Takes a push in flight for batch `seq` once it is due, unless the producers are to stop
+    /// meanwhile: the guard is taken before the phase is read again, so the drain either sees
+    /// this push or this producer sees the drain. Returns the intended send time with it.
+    pub async fn next_push<'c>(
+        &self,
+        ctx: &'c CellContext,
+        seq: u64,
+    ) -> Option<(std::time::Instant, InFlight<'c>)> {
+        let intended = self.due(seq).await;
+        let in_flight = ctx.push_in_flight();
+        matches!(ctx.phase(), Phase::Warmup | Phase::Measure).then_some((intended, in_flight))
+    }
+}
+
 /// A push between its send and its booking (see `CellContext::push_in_flight`).
 pub struct InFlight<'a>(&'a AtomicU64);
 

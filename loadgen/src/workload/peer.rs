@@ -16,7 +16,7 @@ use tokio_postgres::{Client, NoTls};
 
 use ackbench_wire::{txn_hash, TxnHash};
 
-use super::{now_us, CellContext, Counters, Phase};
+use super::{now_us, CellContext, Counters, Phase, Schedule};
 use crate::peer::{Answer, Consumed, Driver, PeerKind, Produced};
 
 /// How often the load generator ticks a PgQ queue (as `pgqd` would), and every how many ticks
@@ -167,30 +167,16 @@ async fn produce(plan: PeerPlan, id: u32, ctx: Arc<CellContext>) {
         Ok(c) => c,
         Err(e) => return ctx.error(e),
     };
-    let interval = plan
-        .rate
-        .map(|r| Duration::from_secs_f64(plan.batch as f64 / r));
+    let schedule = Schedule::new(plan.rate, plan.batch);
     let mut writer = BatchWriter::new(&plan, format!("{}-{id}", plan.tag), plan.batch);
-    let start = Instant::now();
     let mut seq = 0u64;
     while matches!(ctx.phase(), Phase::Warmup | Phase::Measure) {
-        let intended = match interval {
-            Some(iv) => {
-                let at = start + iv.mul_f64(seq as f64);
-                tokio::time::sleep_until(at.into()).await;
-                at
-            }
-            None => Instant::now(),
-        };
-        // In flight before the phase is read again: the drain either sees this produce or
-        // this producer sees the drain.
-        let in_flight = ctx.push_in_flight();
-        if !matches!(ctx.phase(), Phase::Warmup | Phase::Measure) {
+        let Some((intended, in_flight)) = schedule.next_push(&ctx, seq).await else {
             break;
-        }
+        };
         let intended_us = now_us().saturating_sub(intended.elapsed().as_micros() as u64);
         writer.write(seq, Some(intended_us), plan.batch);
-        if interval.is_some() {
+        if schedule.open_loop() {
             let lag = Instant::now().saturating_duration_since(intended);
             ctx.latency.record("schedule_lag", lag);
         }

@@ -7,14 +7,14 @@
 
 use std::fmt::Write as _;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use hyper::StatusCode;
 use serde::{Serialize, Serializer};
 
 use ackbench_wire::{txn_hash, PushResultRef, TxnHash};
 
-use super::{now_us, CellContext, Counters, Phase};
+use super::{now_us, CellContext, Counters, Phase, Schedule};
 use crate::client::{parse, routes, BodyBuf, ClientError, Connection};
 
 /// What one producer does.
@@ -36,29 +36,15 @@ pub struct ProducerPlan {
 
 pub async fn run(plan: ProducerPlan, ctx: Arc<CellContext>) {
     let mut rng = fastrand::Rng::with_seed(plan.seed);
-    let interval = plan
-        .rate
-        .map(|r| Duration::from_secs_f64(plan.batch as f64 / r));
-    let start = Instant::now();
+    let schedule = Schedule::new(plan.rate, plan.batch);
     let mut seq: u64 = 0;
     let count = plan.partitions.len().max(1) as u32;
     let mut next_partition = plan.id % count;
     let mut pusher = Pusher::new(&plan, &ctx);
     while matches!(ctx.phase(), Phase::Warmup | Phase::Measure) {
-        let intended = match interval {
-            Some(iv) => {
-                let at = start + iv.mul_f64(seq as f64);
-                tokio::time::sleep_until(at.into()).await;
-                at
-            }
-            None => Instant::now(),
-        };
-        // In flight before the phase is read again: the drain either sees this push or this
-        // producer sees the drain.
-        let _in_flight = ctx.push_in_flight();
-        if !matches!(ctx.phase(), Phase::Warmup | Phase::Measure) {
+        let Some((intended, _in_flight)) = schedule.next_push(&ctx, seq).await else {
             break;
-        }
+        };
         let partition = if plan.random_partitions {
             rng.u32(0..count)
         } else {
@@ -68,7 +54,7 @@ pub async fn run(plan: ProducerPlan, ctx: Arc<CellContext>) {
         let intended_us = now_us().saturating_sub(intended.elapsed().as_micros() as u64);
         pusher.writer.write(seq, partition, Some(intended_us));
         let sent = Instant::now();
-        if interval.is_some() {
+        if schedule.open_loop() {
             // Schedule lag: how late the send starts against its intended time (a producer
             // sends one batch at a time, so it grows when pushes outlast the interval or the
             // load generator is short of CPU).
@@ -79,7 +65,7 @@ pub async fn run(plan: ProducerPlan, ctx: Arc<CellContext>) {
             Ok(()) => {
                 let done = Instant::now();
                 ctx.latency.record("push", done - intended);
-                if interval.is_some() {
+                if schedule.open_loop() {
                     ctx.latency.record("push_uncorrected", done - sent);
                 }
             }
