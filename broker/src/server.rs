@@ -2,6 +2,7 @@
 //! query, tenant, bounded body), running its handler from `routes` as a task of its own, and
 //! counting the answer. Errors become answers here; nothing below knows about connections.
 
+use std::collections::HashMap;
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,7 +18,7 @@ use tokio::sync::watch;
 use uuid::Uuid;
 
 use crate::app::App;
-use crate::http::{error_answer, router, Answer, ApiError, Request};
+use crate::http::{error_answer, limits, router, Answer, ApiError, Request};
 
 /// Accepts connections until `stopped` flips; each connection is served on its own task.
 pub async fn accept_loop(app: Arc<App>, listener: TcpListener, mut stopped: watch::Receiver<bool>) {
@@ -96,11 +97,7 @@ async fn read(
     let (parts, body) = req.into_parts();
     let route = router::route(&parts.method, parts.uri.path()).map_err(|e| ("unrouted", e))?;
     let name = route.name();
-    let query = parts
-        .uri
-        .query()
-        .map(|q| form_urlencoded::parse(q.as_bytes()).into_owned().collect())
-        .unwrap_or_default();
+    let query = query_of(parts.uri.query()).map_err(|e| (name, e))?;
     let tenant = tenant_of(app, &parts.headers).map_err(|e| (name, e))?;
     let body = Limited::new(body, app.config.max_body_bytes)
         .collect()
@@ -115,6 +112,18 @@ async fn read(
         body,
         tenant,
     })
+}
+
+/// The query parameters; every value is held to the bounds of a name (the string parameters
+/// are names: queue, partition, namespace, task, consumerGroup; the others are short).
+fn query_of(raw: Option<&str>) -> Result<HashMap<String, String>, ApiError> {
+    let query: HashMap<String, String> = raw
+        .map(|q| form_urlencoded::parse(q.as_bytes()).into_owned().collect())
+        .unwrap_or_default();
+    for (key, value) in &query {
+        limits::name(value, key)?;
+    }
+    Ok(query)
 }
 
 /// 413 for a body over the limit, else 400 naming what went wrong.

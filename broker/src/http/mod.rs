@@ -7,6 +7,7 @@
 
 pub mod error;
 pub mod json;
+pub mod limits;
 pub mod router;
 
 use std::collections::HashMap;

@@ -15,5 +15,6 @@ mod pop_engine;
 mod push_fusion;
 mod push_pop;
 mod refusals;
+mod reliability;
 mod tenancy;
 mod transaction;
