@@ -11,6 +11,7 @@ mod ack_model;
 mod bad_input;
 mod lease_dlq;
 mod lifecycle;
+mod outage;
 mod pop_engine;
 mod push_fusion;
 mod push_pop;
