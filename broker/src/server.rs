@@ -1,18 +1,27 @@
 //! Serving HTTP: accepting connections, reading each request into an `http::Request` (route,
-//! query, tenant, bounded body), running its handler from `routes` as a task of its own, and
-//! counting the answer. Errors become answers here; nothing below knows about connections.
+//! query, tenant, bounded body), holding slow clients to the read timeouts, running its handler
+//! from `routes` as a task of its own, and counting the answer.
+//!
+//! Read timeouts: a request head not complete within `QUEEN_HEADER_READ_TIMEOUT_MS` of the
+//! connection's previous answer (or its opening) closes the connection (hyper's timer; it also
+//! bounds keep-alive idling); a body that goes `QUEEN_BODY_READ_TIMEOUT_MS` without a byte is
+//! answered 408 and the connection closed.
+//!
+//! Errors become answers here; nothing below knows about connections.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
+use bytes::{Bytes, BytesMut};
 use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
+use hyper::header::{HeaderValue, CONNECTION};
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{HeaderMap, StatusCode};
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use uuid::Uuid;
@@ -46,9 +55,12 @@ async fn connection(
     peer: std::net::SocketAddr,
     mut stopped: watch::Receiver<bool>,
 ) {
+    let header_timeout = Duration::from_millis(app.config.header_read_timeout_ms);
     let service = service_fn(move |req| serve(app.clone(), req));
     let conn = http1::Builder::new()
         .keep_alive(true)
+        .timer(TokioTimer::new())
+        .header_read_timeout(header_timeout)
         .serve_connection(TokioIo::new(stream), service);
     tokio::pin!(conn);
     tokio::select! {
@@ -68,11 +80,26 @@ pub async fn serve(app: Arc<App>, req: hyper::Request<Incoming>) -> Result<Answe
             let name = request.route.name();
             (name, handle(app.clone(), request).await)
         }
-        Err((name, e)) => (name, error_answer(&e)),
+        Err((name, e)) => (name, refusal_of_read(&e)),
     };
     app.metrics
         .count_request(route_name, answer.status().as_u16());
     Ok(answer)
+}
+
+/// The answer to a request that could not be read; after a stalled body (408) or an
+/// oversized one (413) the rest of the body is not read, so the connection is closed.
+fn refusal_of_read(e: &ApiError) -> Answer {
+    let mut answer = error_answer(e);
+    if matches!(
+        e.status,
+        StatusCode::REQUEST_TIMEOUT | StatusCode::PAYLOAD_TOO_LARGE
+    ) {
+        answer
+            .headers_mut()
+            .insert(CONNECTION, HeaderValue::from_static("close"));
+    }
+    answer
 }
 
 /// Runs the handler as its own task, so that a bug that panics answers 500 (and is logged)
@@ -99,11 +126,10 @@ async fn read(
     let name = route.name();
     let query = query_of(parts.uri.query()).map_err(|e| (name, e))?;
     let tenant = tenant_of(app, &parts.headers).map_err(|e| (name, e))?;
-    let body = Limited::new(body, app.config.max_body_bytes)
-        .collect()
+    let idle = Duration::from_millis(app.config.body_read_timeout_ms);
+    let body = read_body(body, app.config.max_body_bytes, idle)
         .await
-        .map_err(|e| (name, body_error(app.config.max_body_bytes, e)))?
-        .to_bytes();
+        .map_err(|e| (name, e))?;
     Ok(Request {
         method: parts.method,
         route,
@@ -124,6 +150,31 @@ fn query_of(raw: Option<&str>) -> Result<HashMap<String, String>, ApiError> {
         limits::name(value, key)?;
     }
     Ok(query)
+}
+
+/// Reads a body of at most `limit` bytes; 408 when `idle` passes without a byte of it.
+async fn read_body(body: Incoming, limit: usize, idle: Duration) -> Result<Bytes, ApiError> {
+    let mut body = Limited::new(body, limit);
+    let mut read = BytesMut::new();
+    loop {
+        let frame = tokio::time::timeout(idle, body.frame())
+            .await
+            .map_err(|_| {
+                ApiError::new(
+                    StatusCode::REQUEST_TIMEOUT,
+                    format!("no byte of the body for {} ms", idle.as_millis()),
+                )
+            })?;
+        match frame {
+            None => return Ok(read.freeze()),
+            Some(Err(e)) => return Err(body_error(limit, e)),
+            Some(Ok(frame)) => {
+                if let Ok(data) = frame.into_data() {
+                    read.extend_from_slice(&data);
+                }
+            }
+        }
+    }
 }
 
 /// 413 for a body over the limit, else 400 naming what went wrong.

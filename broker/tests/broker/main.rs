@@ -15,6 +15,7 @@ mod outage;
 mod pop_engine;
 mod push_fusion;
 mod push_pop;
+mod read_timeouts;
 mod refusals;
 mod reliability;
 mod tenancy;
