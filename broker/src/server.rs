@@ -22,6 +22,7 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{HeaderMap, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
+use percent_encoding::percent_decode_str;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use uuid::Uuid;
@@ -140,16 +141,29 @@ async fn read(
     })
 }
 
-/// The query parameters; every value is held to the bounds of a name (the string parameters
-/// are names: queue, partition, namespace, task, consumerGroup; the others are short).
+/// The query parameters, percent-decoded (`+` is a space); a key or value that is not UTF-8 is
+/// a 400 naming it (never silently replaced), and every value is held to the bounds of a name
+/// (the string parameters are names: queue, partition, namespace, task, consumerGroup; the
+/// others are short numbers and flags).
 fn query_of(raw: Option<&str>) -> Result<HashMap<String, String>, ApiError> {
-    let query: HashMap<String, String> = raw
-        .map(|q| form_urlencoded::parse(q.as_bytes()).into_owned().collect())
-        .unwrap_or_default();
-    for (key, value) in &query {
-        limits::name(value, key)?;
+    let mut query = HashMap::new();
+    for pair in raw.unwrap_or_default().split('&').filter(|p| !p.is_empty()) {
+        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+        let key = decode_query(key, || format!("a query parameter name (`{key}`)"))?;
+        let value = decode_query(value, || format!("query parameter {key}"))?;
+        limits::name(&value, &key)?;
+        query.insert(key, value);
     }
     Ok(query)
+}
+
+/// One percent-encoded query component as UTF-8.
+fn decode_query(raw: &str, what: impl FnOnce() -> String) -> Result<String, ApiError> {
+    let plus_as_space = raw.replace('+', " ");
+    percent_decode_str(&plus_as_space)
+        .decode_utf8()
+        .map(|v| v.into_owned())
+        .map_err(|_| ApiError::bad_request(format!("{} is not valid UTF-8", what())))
 }
 
 /// Reads a body of at most `limit` bytes; 408 when `idle` passes without a byte of it.
