@@ -9,6 +9,7 @@ mod ack_concurrency;
 mod ack_contract;
 mod ack_model;
 mod bad_input;
+mod http_properties;
 mod lease_dlq;
 mod lifecycle;
 mod outage;
