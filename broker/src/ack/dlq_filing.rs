@@ -33,7 +33,7 @@ use crate::storage::{self, DbError};
 pub struct DlqFiling {
     /// The poison offset.
     pub offset: i64,
-    /// Whether the row was filed (`log_dlq_head_v1` answered ok).
+    /// Whether the row was filed (`log_dlq_head_v2` answered ok).
     pub filed: bool,
     /// The refusal when not filed (`invalid or expired lease`, `already committed`, ...).
     pub error: Option<String>,

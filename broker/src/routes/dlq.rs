@@ -2,7 +2,7 @@
 //! /api/v1/messages/:partitionId/:transactionId/retry` (replay) and `DELETE
 //! /api/v1/messages/:partitionId/:transactionId` (discard).
 //!
-//! Rows are filed by the ack path (`queen.log_dlq_head_v1`); this module only reads, replays and
+//! Rows are filed by the ack path (`queen.log_dlq_head_v2`); this module only reads, replays and
 //! deletes them, always within the caller's tenant (a foreign row answers like an unknown one).
 //!
 //! Decisions where the wire is silent:
