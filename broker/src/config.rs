@@ -36,6 +36,13 @@ pub struct Config {
     pub retention_interval_ms: u64,
     pub txns_min_retention_seconds: u64,
     pub max_body_bytes: usize,
+    /// `QUEEN_HEADER_READ_TIMEOUT_MS`: the longest a connection may take to send a request's
+    /// head (request line and headers), counted from the end of the previous answer, so it also
+    /// bounds how long a keep-alive connection may idle; the connection is then closed.
+    pub header_read_timeout_ms: u64,
+    /// `QUEEN_BODY_READ_TIMEOUT_MS`: the longest a request's body may go without a byte arriving;
+    /// a stalled one is answered 408 and its connection closed.
+    pub body_read_timeout_ms: u64,
     /// How often a parked long-poll re-checks the database without a wake-up (pushes through
     /// another broker, lease expiries). Not an environment variable: a fixed liveness bound.
     pub long_poll_recheck_ms: u64,
@@ -155,6 +162,18 @@ impl Config {
                 10 * 365 * 86_400,
             )?,
             max_body_bytes: vars.number("QUEEN_MAX_BODY_BYTES", 16 << 20, 1024, 1 << 30)?,
+            header_read_timeout_ms: vars.number(
+                "QUEEN_HEADER_READ_TIMEOUT_MS",
+                30_000,
+                10,
+                3_600_000,
+            )?,
+            body_read_timeout_ms: vars.number(
+                "QUEEN_BODY_READ_TIMEOUT_MS",
+                30_000,
+                10,
+                3_600_000,
+            )?,
             long_poll_recheck_ms: 500,
             hotlist: vars.flag("QUEEN_HOTLIST", true)?,
             hotlist_reseed_ms: vars.number("QUEEN_HOTLIST_RESEED_MS", 30_000, 100, 86_400_000)?,

@@ -172,6 +172,17 @@ impl Cluster {
         Ok(output.strip_suffix('\n').unwrap_or(&output).to_string())
     }
 
+    /// Stops the server but keeps the cluster (data directory, port), so that a test can see
+    /// how its clients behave while the database is down; [`Cluster::resume`] starts it again.
+    pub fn pause(&self) -> Result<(), Error> {
+        self.stop_server()
+    }
+
+    /// Starts a [`Cluster::pause`]d server again, on the same port.
+    pub fn resume(&self) -> Result<(), Error> {
+        self.pg_ctl_start()
+    }
+
     /// Stops the server and removes the temp directory, reporting failures
     /// (dropping does the same but silently).
     pub fn stop(mut self) -> Result<(), Error> {

@@ -10,6 +10,7 @@ use std::marker::PhantomData;
 
 use serde::de::{self, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize};
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 /// `POST /api/v1/push`: `{"items": [...]}`.
@@ -30,30 +31,50 @@ pub struct PushItem {
     /// The message id when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub transaction_id: Option<String>,
-    /// Required; any JSON value, `null` included (hence `Payload`, not `Option<Value>`).
+    /// Required; any JSON value, `null` included (hence `Payload`, not `Option<Value>`), kept as
+    /// the JSON text sent.
     #[serde(default, skip_serializing_if = "Payload::is_absent")]
     pub payload: Payload,
 }
 
-/// A push item's payload: absent, or present with any JSON value (`null` included).
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Payload(pub Option<Value>);
+/// A push item's payload: absent, or present with any JSON value (`null` included), held as the
+/// exact JSON text the producer sent (digits, key order, whitespace and escapes kept), so that
+/// the consumer receives those bytes. Reading it needs serde_json's own deserializer (`from_str`,
+/// `from_slice`), not `from_value`.
+#[derive(Debug, Clone, Default)]
+pub struct Payload(pub Option<Box<RawValue>>);
 
 impl Payload {
     pub fn is_absent(&self) -> bool {
         self.0.is_none()
     }
+
+    /// A payload of `value`'s JSON text.
+    pub fn of(value: &Value) -> Payload {
+        Payload(Some(
+            serde_json::value::to_raw_value(value).expect("JSON values serialise"),
+        ))
+    }
+}
+
+impl PartialEq for Payload {
+    fn eq(&self, other: &Payload) -> bool {
+        self.0.as_ref().map(|r| r.get()) == other.0.as_ref().map(|r| r.get())
+    }
 }
 
 impl<'de> Deserialize<'de> for Payload {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Payload, D::Error> {
-        Value::deserialize(d).map(|v| Payload(Some(v)))
+        Box::<RawValue>::deserialize(d).map(|v| Payload(Some(v)))
     }
 }
 
 impl Serialize for Payload {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        self.0.as_ref().unwrap_or(&Value::Null).serialize(s)
+        match &self.0 {
+            Some(raw) => raw.serialize(s),
+            None => Value::Null.serialize(s),
+        }
     }
 }
 
@@ -97,14 +118,14 @@ pub struct LeaseExtendBody {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct TransactionBody {
-    #[serde(deserialize_with = "objects")]
     pub operations: Vec<Operation>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub required_leases: Option<Vec<String>>,
 }
 
-/// One operation of a transaction, tagged by `type`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// One operation of a transaction, tagged by `type`. Read by hand (`Deserialize` below): serde's
+/// internally tagged enums buffer their content, which would lose a push payload's text.
+#[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "type", rename_all = "lowercase")]
 pub enum Operation {
     Push {
@@ -112,6 +133,40 @@ pub enum Operation {
         items: Vec<PushItem>,
     },
     Ack(AckBody),
+}
+
+/// The `type` of an operation, read before the rest of it.
+#[derive(Deserialize)]
+struct Tag {
+    #[serde(rename = "type")]
+    kind: String,
+}
+
+/// The fields of a push operation.
+#[derive(Deserialize)]
+struct PushOperation {
+    #[serde(deserialize_with = "objects")]
+    items: Vec<PushItem>,
+}
+
+impl<'de> Deserialize<'de> for Operation {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Operation, D::Error> {
+        let raw = Box::<RawValue>::deserialize(d)?;
+        let text = raw.get();
+        if !text.starts_with('{') {
+            return Err(de::Error::custom("invalid type: expected an object"));
+        }
+        let tag: Tag = serde_json::from_str(text).map_err(de::Error::custom)?;
+        match tag.kind.as_str() {
+            "push" => serde_json::from_str::<PushOperation>(text)
+                .map(|p| Operation::Push { items: p.items })
+                .map_err(de::Error::custom),
+            "ack" => serde_json::from_str(text)
+                .map(Operation::Ack)
+                .map_err(de::Error::custom),
+            other => Err(de::Error::unknown_variant(other, &["push", "ack"])),
+        }
+    }
 }
 
 /// `POST /api/v1/configure`. `options` stays an object: the broker names an unknown or
@@ -181,10 +236,9 @@ mod tests {
 
     #[test]
     fn a_null_payload_is_present_an_absent_one_is_not() {
-        let with: PushItem =
-            serde_json::from_value(json!({"queue": "q", "payload": null})).unwrap();
-        assert_eq!(with.payload, Payload(Some(Value::Null)));
-        let without: PushItem = serde_json::from_value(json!({"queue": "q"})).unwrap();
+        let with: PushItem = serde_json::from_str(r#"{"queue": "q", "payload": null}"#).unwrap();
+        assert_eq!(with.payload, Payload::of(&Value::Null));
+        let without: PushItem = serde_json::from_str(r#"{"queue": "q"}"#).unwrap();
         assert!(without.payload.is_absent());
     }
 
@@ -195,7 +249,7 @@ mod tests {
             {"type": "ack", "transactionId": "t", "partitionId": "p", "status": "completed",
              "leaseId": "l"}],
             "requiredLeases": ["l"]});
-        let parsed: TransactionBody = serde_json::from_value(body.clone()).unwrap();
+        let parsed: TransactionBody = serde_json::from_str(&body.to_string()).unwrap();
         assert!(
             matches!(parsed.operations[1], Operation::Ack(ref a) if a.lease_id.as_deref() == Some("l"))
         );
@@ -205,14 +259,34 @@ mod tests {
     #[test]
     fn array_elements_must_be_objects_not_positional_arrays() {
         let positional = json!({"items": [["q", "p", "t", 1]]});
-        assert!(serde_json::from_value::<PushBody>(positional).is_err());
+        assert!(serde_json::from_str::<PushBody>(&positional.to_string()).is_err());
         let ack = json!({"acknowledgments": [["t", "p", "completed"]]});
         assert!(serde_json::from_value::<AckBatchBody>(ack).is_err());
         let op = json!({"operations": [["ack", "t", "p", "completed"]]});
-        assert!(serde_json::from_value::<TransactionBody>(op).is_err());
+        assert!(serde_json::from_str::<TransactionBody>(&op.to_string()).is_err());
         let fine =
             json!({"operations": [{"type": "push", "items": [{"queue": "q", "payload": 1}]}]});
-        assert!(serde_json::from_value::<TransactionBody>(fine).is_ok());
+        assert!(serde_json::from_str::<TransactionBody>(&fine.to_string()).is_ok());
+    }
+
+    #[test]
+    fn a_payload_keeps_its_text() {
+        let text = r#"{"items": [{"queue": "q", "payload": {"z": 123456789012345678901234567890, "a" : "\u0000é"}}]}"#;
+        let body: PushBody = serde_json::from_str(text).unwrap();
+        let raw = body.items[0].payload.0.as_ref().unwrap().get();
+        assert_eq!(
+            raw,
+            r#"{"z": 123456789012345678901234567890, "a" : "\u0000é"}"#
+        );
+        let op = format!(
+            r#"{{"operations": [{{"type": "push", "items": {}}}]}}"#,
+            &text[10..text.len() - 1]
+        );
+        let parsed: TransactionBody = serde_json::from_str(&op).unwrap();
+        let Operation::Push { items } = &parsed.operations[0] else {
+            panic!("a push")
+        };
+        assert_eq!(items[0].payload.0.as_ref().unwrap().get(), raw);
     }
 
     #[test]

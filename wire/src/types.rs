@@ -107,7 +107,7 @@ pub struct ConfigureResponse {
 }
 
 /// One dead-lettered message as `GET /api/v1/dlq` lists it.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct DlqMessage {
     pub id: i64,
@@ -118,14 +118,15 @@ pub struct DlqMessage {
     pub offset: i64,
     pub message_id: String,
     pub transaction_id: String,
-    pub data: Value,
+    /// The payload's JSON text, exactly as pushed.
+    pub data: Box<RawValue>,
     pub error: Option<String>,
     pub retry_count: i32,
     pub failed_at: String,
 }
 
 /// The answer of `GET /api/v1/dlq`.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct DlqPage {
     pub messages: Vec<DlqMessage>,
     pub total: i64,

@@ -2,9 +2,10 @@
 //!
 //! Only the broker can decompress a segment, so it unpacks frame `off - base_offset` of the
 //! covering segment (payload, message id, transactionId) and calls
-//! `queen.log_dlq_head_v1(partition, group, worker, off, message_id, txn, payload, error)` with
-//! the same worker (leaseId) the ack came with. That files the row with a payload snapshot,
-//! steps the cursor past the poison frame and releases the lease.
+//! `queen.log_dlq_head_v2(partition, group, worker, off, message_id, txn, payload, error)` with
+//! the same worker (leaseId) the ack came with. That files the row with a payload snapshot
+//! (the frame's JSON text as pushed, byte for byte, into a `json` column that accepts whatever
+//! JSON a push accepted, `\u0000` escapes included), steps the cursor past the poison frame and releases the lease.
 //!
 //! The failure reason is the `error` of the nack that caused the hand-off: the first item of
 //! the group that resolved to the poison offset with the signal's status (else any nack there).
@@ -32,7 +33,7 @@ use crate::storage::{self, DbError};
 pub struct DlqFiling {
     /// The poison offset.
     pub offset: i64,
-    /// Whether the row was filed (`log_dlq_head_v1` answered ok).
+    /// Whether the row was filed (`log_dlq_head_v2` answered ok).
     pub filed: bool,
     /// The refusal when not filed (`invalid or expired lease`, `already committed`, ...).
     pub error: Option<String>,
@@ -47,7 +48,8 @@ pub struct DlqFiling {
 struct Snapshot {
     message_id: Option<Uuid>,
     transaction_id: String,
-    payload: Value,
+    /// The payload's JSON text.
+    payload: String,
     error: String,
 }
 
@@ -63,9 +65,9 @@ pub async fn file_head(
     let nack = the_nack(group, outcome, offset);
     let snap = snapshot(db, group.partition_id, offset, nack, outcome).await?;
     let stmt = db
-        .prepare_cached("SELECT queen.log_dlq_head_v1($1, $2, $3, $4, $5, $6, $7, $8)")
+        .prepare_cached("SELECT queen.log_dlq_head_v2($1, $2, $3, $4, $5, $6, $7::text::json, $8)")
         .await
-        .map_err(|e| DbError::from_pg("log_dlq_head_v1", e))?;
+        .map_err(|e| DbError::from_pg("log_dlq_head_v2", e))?;
     let row = db
         .query_one(
             &stmt,
@@ -81,7 +83,7 @@ pub async fn file_head(
             ],
         )
         .await
-        .map_err(|e| DbError::from_pg("log_dlq_head_v1", e))?;
+        .map_err(|e| DbError::from_pg("log_dlq_head_v2", e))?;
     let v: Value = row.get(0);
     Ok(DlqFiling {
         offset,
@@ -126,19 +128,28 @@ async fn snapshot(
     Ok(match storage::frame_at(db, partition_id, offset).await? {
         Some(frame) => Snapshot {
             message_id: Some(frame.message_id),
-            payload: serde_json::from_slice(&frame.payload).unwrap_or_else(|_| {
-                Value::String(String::from_utf8_lossy(&frame.payload).into_owned())
-            }),
+            payload: payload_text(&frame.payload),
             transaction_id: frame.transaction_id,
             error: reason,
         },
         None => Snapshot {
             message_id: None,
             transaction_id: acked_txn,
-            payload: Value::Null,
+            payload: "null".to_string(),
             error: format!("{reason} (payload unavailable: its segment was removed by retention)"),
         },
     })
+}
+
+/// A frame's payload as JSON text: as pushed when it is JSON (always, for frames a push wrote),
+/// else the bytes as a JSON string (never fails, so the filing cannot be refused for it).
+fn payload_text(payload: &[u8]) -> String {
+    match std::str::from_utf8(payload) {
+        Ok(text) if serde_json::from_str::<&serde_json::value::RawValue>(text).is_ok() => {
+            text.to_string()
+        }
+        _ => Value::String(String::from_utf8_lossy(payload).into_owned()).to_string(),
+    }
 }
 
 fn generic_reason(outcome: &HashOutcome) -> String {

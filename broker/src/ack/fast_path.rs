@@ -13,34 +13,42 @@ use ackbench_wire::{txn_hash, AckResult, TxnHash};
 use uuid::Uuid;
 
 use super::fusion::{FusedAck, Verdict};
-use super::{ack_at, AckGroup, AckStatus};
+use super::{ack_at, AckError, AckGroup, AckStatus};
 use crate::app::App;
 use crate::metrics::Metrics;
 
 /// Answers `group` through the registry when it is a full-batch completed ack of a live lease;
-/// `None` sends it down the hash path.
-pub async fn try_full_batch(app: &App, tenant: Uuid, group: &AckGroup) -> Option<Vec<AckResult>> {
-    let registry = app.registry.as_ref()?;
+/// `None` sends it down the hash path; a commit that failed as a whole is an error.
+pub async fn try_full_batch(
+    app: &App,
+    tenant: Uuid,
+    group: &AckGroup,
+) -> Result<Option<Vec<AckResult>>, AckError> {
+    let Some(registry) = app.registry.as_ref() else {
+        return Ok(None);
+    };
     let eligible =
         !group.lease_id.is_empty() && group.items.iter().all(|i| i.status == AckStatus::Completed);
     if !eligible {
         registry
             .misses
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        return None;
+        return Ok(None);
     }
     let acked: HashSet<TxnHash> = group
         .items
         .iter()
         .map(|i| txn_hash(&i.transaction_id))
         .collect();
-    let batch = registry.take_if_full_batch(
+    let Some(batch) = registry.take_if_full_batch(
         tenant,
         group.partition_id,
         &group.consumer_group,
         &group.lease_id,
         &acked,
-    )?;
+    ) else {
+        return Ok(None);
+    };
     let verdict = match &app.fusion {
         Some(fusion) => {
             let ack = FusedAck {
@@ -72,18 +80,13 @@ pub async fn try_full_batch(app: &App, tenant: Uuid, group: &AckGroup) -> Option
             if app.fusion.is_some() {
                 Metrics::add(&app.metrics.messages_acked, acked.max(0) as u64);
             }
-            Some(answers(group, true, None, lease_released))
+            Ok(Some(answers(group, true, None, lease_released)))
         }
         Verdict::Rejected(reason) => {
             tracing::debug!(target: "ack-registry", partition = %group.partition_id, %reason, "hit refused by PostgreSQL; hash path");
-            None
+            Ok(None)
         }
-        Verdict::FlushErr(e) => Some(answers(
-            group,
-            false,
-            Some(format!("ack commit failed: {e}")),
-            false,
-        )),
+        Verdict::FlushErr(e) => Err(AckError::Unavailable(format!("ack commit failed: {e}"))),
     }
 }
 

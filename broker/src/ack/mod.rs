@@ -5,7 +5,7 @@
 //!   with the transactionIds hashed here (SQL never hashes), and the procedure's honesty lists
 //!   are mapped back to the request's transactionIds.
 //! - `dlq_filing`: when the procedure hands off a poison offset (`dlq: true`, lease kept), the
-//!   broker unpacks that frame and files it through `queen.log_dlq_head_v1`.
+//!   broker unpacks that frame and files it through `queen.log_dlq_head_v2`.
 //! - `ack_at` (here): the positional advance `queen.log_ack_at_v1`, for the registry fast path.
 //! - `fast_path`, `fusion`, `registry`: the accelerators; `stats`: their counters' snapshot.
 //! - `on_leased` (here): a leasing pop's spans become registry entries.
@@ -48,6 +48,9 @@ pub enum AckError {
     Db(DbError),
     /// A procedure answered a shape this broker does not know (a version mismatch).
     Shape(String),
+    /// A commit failed as a whole (an ack fusion flush, the database gone): nothing of the
+    /// group took effect and the client should retry (answered 503, not a per-item refusal).
+    Unavailable(String),
 }
 
 impl From<DbError> for AckError {
@@ -60,7 +63,7 @@ impl std::fmt::Display for AckError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             AckError::Db(e) => e.fmt(f),
-            AckError::Shape(e) => f.write_str(e),
+            AckError::Shape(e) | AckError::Unavailable(e) => f.write_str(e),
         }
     }
 }
@@ -175,7 +178,7 @@ pub async fn ack_items(
     let n = items.len();
     let mut slots: Vec<Option<AckResult>> = vec![None; n];
     for group in group_items(items) {
-        if let Some(results) = fast_path::try_full_batch(app, tenant, &group).await {
+        if let Some(results) = fast_path::try_full_batch(app, tenant, &group).await? {
             wake_on_release(app, &group, &results);
             for r in results {
                 let i = r.index;

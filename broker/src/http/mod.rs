@@ -7,13 +7,14 @@
 
 pub mod error;
 pub mod json;
+pub mod limits;
 pub mod router;
 
 use std::collections::HashMap;
 
 use bytes::Bytes;
 use http_body_util::Full;
-use hyper::header::{HeaderValue, CONTENT_TYPE};
+use hyper::header::{HeaderValue, CONTENT_TYPE, RETRY_AFTER};
 use hyper::{HeaderMap, Method, Response, StatusCode};
 use serde::Serialize;
 use uuid::Uuid;
@@ -62,11 +63,21 @@ pub fn with_type(status: StatusCode, body: Bytes, content_type: &'static str) ->
     r
 }
 
-/// The answer of an error: its status and `{"error", "invalid"?}`.
+/// Seconds a client is told to wait before retrying a 503.
+pub const RETRY_AFTER_SECONDS: &str = "1";
+
+/// The answer of an error: its status and `{"error", "invalid"?}`. A 503 (the database is
+/// unreachable: retry later) carries `Retry-After`, which tells it apart from a refusal.
 pub fn error_answer(e: &ApiError) -> Answer {
     let body = ackbench_wire::ErrorBody {
         error: e.message.clone(),
         invalid: e.invalid.clone(),
     };
-    json(e.status, &body)
+    let mut answer = json(e.status, &body);
+    if e.status == StatusCode::SERVICE_UNAVAILABLE {
+        answer
+            .headers_mut()
+            .insert(RETRY_AFTER, HeaderValue::from_static(RETRY_AFTER_SECONDS));
+    }
+    answer
 }

@@ -3,7 +3,7 @@
 use hyper::{Method, StatusCode};
 use percent_encoding::percent_decode_str;
 
-use super::ApiError;
+use super::{limits, ApiError};
 
 /// Every route of the wire.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -122,7 +122,32 @@ pub fn route(method: &Method, path: &str) -> Result<Route, ApiError> {
             format!("{path} answers {allowed}, not {method}"),
         ));
     }
+    check_params(&route)?;
     Ok(route)
+}
+
+/// Holds the path parameters to the bounds of `limits`.
+fn check_params(route: &Route) -> Result<(), ApiError> {
+    match route {
+        Route::PopPartition { queue, partition } => {
+            limits::name(queue, "queue")?;
+            limits::name(partition, "partition")
+        }
+        Route::PopQueue { queue } => limits::name(queue, "queue"),
+        Route::LeaseExtend { lease_id } => limits::name(lease_id, "leaseId"),
+        Route::MessageRetry {
+            partition_id,
+            transaction_id,
+        }
+        | Route::MessageDelete {
+            partition_id,
+            transaction_id,
+        } => {
+            limits::name(partition_id, "partitionId")?;
+            limits::transaction_id(transaction_id, "transactionId")
+        }
+        _ => Ok(()),
+    }
 }
 
 #[cfg(test)]

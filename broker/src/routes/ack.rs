@@ -21,10 +21,9 @@ use uuid::Uuid;
 use crate::ack::{self, AckItem, AckStatus};
 use crate::app::App;
 use crate::http::json::{field, nonempty, read_body, Fields};
+use crate::http::limits;
 use crate::http::{self, Answer, ApiError, Request, Route};
 use ackbench_wire::{AckBatchBody, AckBody, QUEUE_MODE_GROUP};
-
-const MAX_TXN_BYTES: usize = 65535;
 
 pub async fn handle(app: &App, req: &Request) -> Result<Answer, ApiError> {
     let items = parse(req)?;
@@ -40,6 +39,9 @@ pub fn parse(req: &Request) -> Result<Vec<AckItem>, ApiError> {
     }
     let body: AckBatchBody = read_body(&req.body, explain_batch)?;
     let group = nonempty(body.consumer_group.as_deref(), || "consumerGroup".into())?;
+    if let Some(g) = group {
+        limits::name(g, "consumerGroup")?;
+    }
     body.acknowledgments
         .iter()
         .enumerate()
@@ -56,12 +58,7 @@ pub fn item(
 ) -> Result<AckItem, ApiError> {
     let name = |key: &str| field(path, key);
     let transaction_id = required(&a.transaction_id, || name("transactionId"))?;
-    if transaction_id.len() > MAX_TXN_BYTES {
-        return Err(ApiError::bad_request(format!(
-            "{} must be at most {MAX_TXN_BYTES} bytes",
-            name("transactionId")
-        )));
-    }
+    limits::transaction_id(transaction_id, &name("transactionId"))?;
     let partition_id = Uuid::parse_str(required(&a.partition_id, || name("partitionId"))?)
         .map_err(|_| ApiError::bad_request(format!("{} must be a UUID", name("partitionId"))))?;
     let status = required(&a.status, || name("status"))?;
@@ -71,7 +68,14 @@ pub fn item(
             name("status")
         ))
     })?;
-    let consumer_group = nonempty(a.consumer_group.as_deref(), || name("consumerGroup"))?
+    let own_group = nonempty(a.consumer_group.as_deref(), || name("consumerGroup"))?;
+    if let Some(g) = own_group {
+        limits::name(g, &name("consumerGroup"))?;
+    }
+    let lease_id = a.lease_id.clone().unwrap_or_default();
+    limits::name(&lease_id, &name("leaseId"))?;
+    let error = limits::reason(a.error.as_deref(), &name("error"))?;
+    let consumer_group = own_group
         .or(default_group)
         .unwrap_or(QUEUE_MODE_GROUP)
         .to_string();
@@ -80,9 +84,9 @@ pub fn item(
         transaction_id: transaction_id.to_string(),
         partition_id,
         consumer_group,
-        lease_id: a.lease_id.clone().unwrap_or_default(),
+        lease_id,
         status,
-        error: a.error.clone(),
+        error,
     })
 }
 

@@ -5,6 +5,7 @@ use serde_json::{Map, Value};
 
 use crate::app::App;
 use crate::http::json::{nonempty, read_body, Fields};
+use crate::http::limits;
 use crate::http::{self, Answer, ApiError, Request};
 use crate::storage::DbError;
 use ackbench_wire::{ConfigureBody, ConfigureResponse, QueueOptions};
@@ -24,6 +25,9 @@ pub async fn handle(app: &App, req: &Request) -> Result<Answer, ApiError> {
     let body: ConfigureBody = read_body(&req.body, explain)?;
     let queue = nonempty(Some(&body.queue), || "queue".into())?.unwrap_or_default();
     let (namespace, task) = (body.namespace.as_deref(), body.task.as_deref());
+    limits::name(queue, "queue")?;
+    limits::name(namespace.unwrap_or_default(), "namespace")?;
+    limits::name(task.unwrap_or_default(), "task")?;
     let options = match &body.options {
         Some(o) => validated_options(o)?,
         None => Map::new(),

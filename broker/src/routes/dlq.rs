@@ -2,7 +2,7 @@
 //! /api/v1/messages/:partitionId/:transactionId/retry` (replay) and `DELETE
 //! /api/v1/messages/:partitionId/:transactionId` (discard).
 //!
-//! Rows are filed by the ack path (`queen.log_dlq_head_v1`); this module only reads, replays and
+//! Rows are filed by the ack path (`queen.log_dlq_head_v2`); this module only reads, replays and
 //! deletes them, always within the caller's tenant (a foreign row answers like an unknown one).
 //!
 //! Decisions where the wire is silent:
@@ -27,7 +27,7 @@ use std::time::SystemTime;
 
 use hyper::StatusCode;
 use serde::Serialize;
-use serde_json::Value;
+use serde_json::value::RawValue;
 use tokio_postgres::Row;
 use uuid::Uuid;
 
@@ -51,7 +51,7 @@ pub async fn list(app: &App, req: &Request) -> Result<Answer, ApiError> {
     let rows = db
         .query(
             "SELECT id, queue_name, partition_name, partition_id, consumer_group, \"offset\", \
-             message_id, transaction_id, payload, error, retry_count, failed_at, total \
+             message_id, transaction_id, payload::text AS payload, error, retry_count, failed_at, total \
              FROM queen.log_dlq_list_v1($1, $2, $3, $4, $5, $6)",
             &[&req.tenant, &queue, &group, &partition, &limit, &offset],
         )
@@ -80,11 +80,18 @@ fn dlq_message(row: &Row) -> DlqMessage {
         offset: row.get("offset"),
         message_id: row.get::<_, Uuid>("message_id").to_string(),
         transaction_id: row.get("transaction_id"),
-        data: row.get("payload"),
+        data: raw_payload(row.get("payload")),
         error: row.get("error"),
         retry_count: row.get("retry_count"),
         failed_at: humantime::format_rfc3339_micros(failed_at).to_string(),
     }
+}
+
+/// A stored payload's JSON text as the answer's raw `data` (stored text is JSON: the column is
+/// `json`; a NULL reads as JSON null).
+fn raw_payload(text: Option<String>) -> Box<RawValue> {
+    text.and_then(|t| RawValue::from_string(t).ok())
+        .unwrap_or_else(|| RawValue::from_string("null".into()).expect("null is JSON"))
 }
 
 /// A DLQ row being replayed.
@@ -93,7 +100,8 @@ struct Stored {
     queue: String,
     partition: String,
     offset: i64,
-    payload: Value,
+    /// The payload's JSON text, as pushed.
+    payload: String,
 }
 
 /// One replayed message in the retry answer.
@@ -200,7 +208,7 @@ async fn fetch(
     let db = app.db("dlq_retry").await?;
     let rows = db
         .query(
-            "SELECT id, queue_name, partition_name, \"offset\", payload \
+            "SELECT id, queue_name, partition_name, \"offset\", payload::text \
              FROM queen.log_dlq_fetch_v1($1, $2, $3, $4)",
             &[&tenant, &pid, &txn, &group],
         )
@@ -233,7 +241,7 @@ fn replay_items(stored: &[Stored]) -> Vec<Item> {
             partition: s.partition.clone(),
             transaction_id: message_id.to_string(),
             message_id,
-            payload: serde_json::to_vec(&s.payload).expect("JSON values serialise"),
+            payload: s.payload.clone().into_bytes(),
         });
     }
     items

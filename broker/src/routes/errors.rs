@@ -1,8 +1,9 @@
 //! The edge between the domains and HTTP: each domain error becomes an `ApiError`.
 //!
 //! Infrastructure failures are logged here with their context and answered 503 (the database
-//! could not be reached) or 500 (anything else), never swallowed; the answer names the context
-//! but not the database's words.
+//! could not be reached or went away: `DbError::is_unavailable`; the answer carries
+//! `Retry-After`, see `http::error_answer`) or 500 (anything else), never swallowed; the answer
+//! names the context but not the database's words.
 
 use hyper::StatusCode;
 
@@ -14,7 +15,7 @@ use crate::storage::DbError;
 impl From<DbError> for ApiError {
     fn from(e: DbError) -> ApiError {
         tracing::error!(context = e.context, error = %e.message, code = ?e.code, "database failure");
-        let status = if e.code.is_none() {
+        let status = if e.is_unavailable() {
             StatusCode::SERVICE_UNAVAILABLE
         } else {
             StatusCode::INTERNAL_SERVER_ERROR
@@ -27,6 +28,10 @@ impl From<AckError> for ApiError {
     fn from(e: AckError) -> ApiError {
         match e {
             AckError::Db(e) => e.into(),
+            AckError::Unavailable(why) => {
+                tracing::warn!(error = %why, "ack: commit failed as a whole");
+                ApiError::new(StatusCode::SERVICE_UNAVAILABLE, format!("ack: {why}"))
+            }
             AckError::Shape(why) => {
                 tracing::error!(error = %why, "ack: unexpected procedure answer");
                 ApiError::internal(why)

@@ -19,6 +19,7 @@ use uuid::Uuid;
 
 use crate::app::App;
 use crate::http::json::{field, nonempty, read_body, Fields};
+use crate::http::limits::{self, MAX_TXN_BYTES};
 use crate::http::{self, Answer, ApiError, Request};
 use crate::metrics::Metrics;
 use crate::push::fusion::{FrameFate, PushFrame, PushFusion, PushJob};
@@ -26,8 +27,6 @@ use crate::push::written::{on_pushed, WrittenSegment};
 use crate::segment::{self, FrameRef};
 use crate::storage::DbError;
 use ackbench_wire::{txn_hash, PushBody, PushItem, PushResult};
-
-const MAX_TXN_BYTES: usize = 65535;
 
 /// One validated item.
 pub struct Item {
@@ -74,6 +73,10 @@ fn validate_item(item: &PushItem, path: &str) -> Result<Item, ApiError> {
     let name = |key: &str| field(path, key);
     let queue = nonempty(Some(&item.queue), || name("queue"))?.unwrap_or_default();
     let partition = nonempty(item.partition.as_deref(), || name("partition"))?;
+    limits::name(queue, &name("queue"))?;
+    if let Some(p) = partition {
+        limits::name(p, &name("partition"))?;
+    }
     let message_id = Uuid::now_v7();
     let transaction_id = match nonempty(item.transaction_id.as_deref(), || name("transactionId"))? {
         Some(t) if t.len() > MAX_TXN_BYTES => {
@@ -82,7 +85,10 @@ fn validate_item(item: &PushItem, path: &str) -> Result<Item, ApiError> {
                 name("transactionId")
             )))
         }
-        Some(t) => t.to_string(),
+        Some(t) => {
+            limits::no_nul(t, &name("transactionId"))?;
+            t.to_string()
+        }
         None => message_id.to_string(),
     };
     let Some(payload) = &item.payload.0 else {
@@ -96,7 +102,7 @@ fn validate_item(item: &PushItem, path: &str) -> Result<Item, ApiError> {
         partition: partition.unwrap_or("Default").to_string(),
         transaction_id,
         message_id,
-        payload: serde_json::to_vec(payload).expect("JSON values serialise"),
+        payload: payload.get().as_bytes().to_vec(),
     })
 }
 

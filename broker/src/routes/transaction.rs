@@ -50,6 +50,7 @@ use crate::ack::registry::Positions;
 use crate::ack::{self, AckGroup, AckItem, AckStatus, HashOutcome, PositionalOutcome};
 use crate::app::App;
 use crate::http::json::{field, read_body, Fields};
+use crate::http::limits;
 use crate::http::{self, Answer, ApiError, Request};
 use crate::metrics::Metrics;
 use crate::routes::ack::{explain_item as explain_ack, item as ack_item};
@@ -222,6 +223,9 @@ fn parse(raw: &[u8]) -> Result<Body, ApiError> {
     let required_leases = body.required_leases.unwrap_or_default();
     if let Some(i) = required_leases.iter().position(String::is_empty) {
         return Err(lease_not_a_string(i));
+    }
+    for (i, lease) in required_leases.iter().enumerate() {
+        limits::name(lease, &format!("requiredLeases[{i}]"))?;
     }
     Ok(Body {
         ops,

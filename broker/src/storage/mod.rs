@@ -87,6 +87,16 @@ impl DbError {
         }
     }
 
+    /// Whether the failure is the database being unreachable or going away (no SQLSTATE: the
+    /// pool or the socket failed; class 08 connection exceptions; 53 insufficient resources;
+    /// 57P01..57P03 shutdown and cannot-connect-now): the client should retry later (503).
+    pub fn is_unavailable(&self) -> bool {
+        match self.code.as_deref() {
+            None => true,
+            Some(c) => c.starts_with("08") || c.starts_with("53") || c.starts_with("57P0"),
+        }
+    }
+
     /// Stored data the broker cannot read (answered 500).
     pub fn corrupt(context: &'static str, message: impl Into<String>) -> DbError {
         DbError {

@@ -125,6 +125,7 @@ pub struct Reply {
     pub status: StatusCode,
     pub json: Value,
     pub text: String,
+    pub headers: hyper::HeaderMap,
 }
 
 impl Http {
@@ -157,6 +158,7 @@ impl Http {
             .expect("answer within 60 s")
             .expect("request succeeds");
         let status = resp.status();
+        let headers = resp.headers().clone();
         let bytes = resp.into_body().collect().await.unwrap().to_bytes();
         let text = String::from_utf8_lossy(&bytes).into_owned();
         let json = if bytes.is_empty() {
@@ -164,7 +166,12 @@ impl Http {
         } else {
             serde_json::from_slice(&bytes).unwrap_or(Value::Null)
         };
-        Reply { status, json, text }
+        Reply {
+            status,
+            json,
+            text,
+            headers,
+        }
     }
 
     pub async fn post(&self, path: &str, body: Value) -> Reply {
