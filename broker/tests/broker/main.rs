@@ -2,6 +2,7 @@
 //! one throwaway PostgreSQL cluster and the helpers of `tests/common`.
 
 #[path = "../common/mod.rs"]
+#[macro_use]
 mod common;
 
 mod accelerators;

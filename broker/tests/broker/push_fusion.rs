@@ -126,23 +126,6 @@ async fn concurrent_duplicates_resolve_to_the_original(fusion: bool) {
     t.broker.shutdown().await;
 }
 
-macro_rules! on_both_push_paths {
-    ($($name:ident),* $(,)?) => {
-        mod push_fusion_on {
-            $(#[tokio::test]
-            async fn $name() {
-                super::$name(true).await
-            })*
-        }
-        mod push_fusion_off {
-            $(#[tokio::test]
-            async fn $name() {
-                super::$name(false).await
-            })*
-        }
-    };
-}
-
 on_both_push_paths!(
     many_concurrent_pushes_land_exactly_once_with_dense_offsets,
     concurrent_duplicates_resolve_to_the_original,

@@ -7,24 +7,6 @@ use crate::common::{txns, TestBroker};
 use hyper::StatusCode;
 use serde_json::json;
 
-/// The push-path tests run twice: push fusion on (the default) and off (`log_push_v1`).
-macro_rules! on_both_push_paths {
-    ($($name:ident),* $(,)?) => {
-        mod push_fusion_on {
-            $(#[tokio::test]
-            async fn $name() {
-                super::$name(true).await
-            })*
-        }
-        mod push_fusion_off {
-            $(#[tokio::test]
-            async fn $name() {
-                super::$name(false).await
-            })*
-        }
-    };
-}
-
 on_both_push_paths!(
     push_then_pop_in_order,
     order_holds_across_pushes_and_batches,

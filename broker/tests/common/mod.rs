@@ -278,3 +278,22 @@ impl Rng {
         }
     }
 }
+
+/// Runs each named `async fn(push_fusion: bool)` twice: push fusion on (the default) and off
+/// (`log_push_v1`), as `push_fusion_on::name` and `push_fusion_off::name`.
+macro_rules! on_both_push_paths {
+    ($($name:ident),* $(,)?) => {
+        mod push_fusion_on {
+            $(#[tokio::test]
+            async fn $name() {
+                super::$name(true).await
+            })*
+        }
+        mod push_fusion_off {
+            $(#[tokio::test]
+            async fn $name() {
+                super::$name(false).await
+            })*
+        }
+    };
+}
