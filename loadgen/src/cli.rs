@@ -420,6 +420,17 @@ fn run_exit_code(results: &Results, eval: &gates::Evaluation) -> u8 {
     if !results.complete {
         return 130;
     }
+    let undrained: u64 = results
+        .cells
+        .iter()
+        .map(|c| c.summary.audit.undrained)
+        .sum();
+    if undrained > 0 {
+        eprintln!(
+            "ackbench: FAILED: the drain did not finish ({undrained} messages undrained: loss neither proven nor ruled out)"
+        );
+        return 1;
+    }
     match eval.exit_code() {
         0 => 0,
         code => {

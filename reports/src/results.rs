@@ -168,7 +168,12 @@ pub struct Audit {
     pub acked: u64,
     pub dead_lettered: u64,
     pub dropped: u64,
+    /// Obligations unresolved after a drain that finished: proven lost.
     pub lost: u64,
+    /// Obligations unresolved when the drain did not finish (the run was cut short or the drain
+    /// timed out): still in flight, neither proven delivered nor proven lost.
+    #[serde(default)]
+    pub undrained: u64,
     /// Deliveries beyond the first of a transactionId (at-least-once redeliveries).
     pub duplicates: u64,
     /// True when the drain finished: every partition's cursor reached its end, no live lease.
@@ -176,8 +181,14 @@ pub struct Audit {
 }
 
 impl Audit {
+    /// No message proven lost (an undrained cell proves nothing either way).
     pub fn passed(&self) -> bool {
         self.lost == 0
+    }
+
+    /// Passed and drained: every obligation was resolved, so the cell proves there was no loss.
+    pub fn proven(&self) -> bool {
+        self.passed() && self.undrained == 0
     }
 
     pub fn add(&mut self, other: &Audit) {
@@ -186,6 +197,7 @@ impl Audit {
         self.dead_lettered += other.dead_lettered;
         self.dropped += other.dropped;
         self.lost += other.lost;
+        self.undrained += other.undrained;
         self.duplicates += other.duplicates;
         self.drained = self.drained && other.drained;
     }

@@ -381,6 +381,39 @@ fn audit_rows_and_verdict() {
 }
 
 #[test]
+fn an_interrupted_cell_counts_its_in_flight_messages_as_undrained_not_lost() {
+    let mut r = small_results();
+    r.complete = false;
+    r.cells[1].summary.audit.drained = false;
+    r.cells[1].summary.audit.undrained = 90;
+    let run = &model::build(&r).runs[0];
+    assert_eq!(run.verdict.status, Status::Incomplete);
+    assert!(
+        run.verdict.headline.contains("0 lost, 90 undrained"),
+        "{}",
+        run.verdict.headline
+    );
+    assert!(has_item(
+        &run.verdict,
+        Status::Incomplete,
+        "Audit incomplete: the run was interrupted with 90 messages still in flight"
+    ));
+    // A complete run whose drain did not finish proves nothing: that fails.
+    r.complete = true;
+    let run = &model::build(&r).runs[0];
+    assert_eq!(run.verdict.status, Status::Failed);
+    assert!(run.verdict.headline.contains("audit FAILED, 90 undrained"));
+}
+
+#[test]
+fn old_results_without_undrained_still_load() {
+    let text = r#"{"pushed":3,"acked":3,"dead_lettered":0,"dropped":0,"lost":0,"duplicates":0,"drained":true}"#;
+    let a: ackbench_reports::results::Audit = serde_json::from_str(text).unwrap();
+    assert_eq!(a.undrained, 0);
+    assert!(a.proven());
+}
+
+#[test]
 fn gates_and_interruptions_are_prominent() {
     let mut r = small_results();
     r.gates[0].passed = false;

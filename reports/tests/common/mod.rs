@@ -358,6 +358,7 @@ fn round(
             dead_lettered,
             dropped: 0,
             lost: 0,
+            undrained: 0,
             duplicates,
             drained: true,
         },
