@@ -234,6 +234,27 @@ pub struct RoundResults {
     /// Serialized HDR histograms (base64 V2, microseconds) by operation: push, pop, ack, e2e,
     /// and `<op>_uncorrected` for open-loop runs.
     pub histograms: BTreeMap<String, String>,
+    /// The fault steps injected in the window, in the order they fired.
+    #[serde(default)]
+    pub faults: Vec<FaultEvent>,
+}
+
+/// One fault step as it happened in a round's window.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct FaultEvent {
+    /// `kill_broker`, `restart_postgres`, `pause_broker` or `pause_consumers`.
+    pub kind: String,
+    /// When it fired, in seconds from the window's start.
+    pub at_secs: f64,
+    /// When it ended (the broker healthy again, the pause over, PostgreSQL back).
+    pub ended_secs: f64,
+    /// What happened besides (skipped and why, a failure to restore).
+    #[serde(default)]
+    pub note: String,
+    /// Seconds from the end until the per-second ack rate was back within 10 % of its level
+    /// before the fault; `None` when it did not come back within the window (or was skipped).
+    #[serde(default)]
+    pub recovery_secs: Option<f64>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -476,6 +497,7 @@ mod tests {
             audit: Audit::default(),
             series: vec![],
             histograms: BTreeMap::new(),
+            faults: Vec::new(),
         };
         let v = serde_json::to_value(&r).unwrap();
         assert_eq!(v["acked_messages"], 10.0);
@@ -495,6 +517,7 @@ mod tests {
             audit: Audit::default(),
             series: vec![],
             histograms: BTreeMap::new(),
+            faults: Vec::new(),
         };
         let mut v = serde_json::to_value(&r).unwrap();
         v.as_object_mut()

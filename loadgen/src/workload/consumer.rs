@@ -73,6 +73,7 @@ pub async fn run(plan: ConsumerPlan, ctx: Arc<CellContext>) {
     };
     let mut turn: u32 = plan.id;
     while ctx.phase() != Phase::Stop {
+        ctx.hold_while_consumers_paused().await;
         let path = w.routes.pick(turn, ctx.phase() == Phase::Drain);
         turn = turn.wrapping_add(1);
         let started = Instant::now();
@@ -169,6 +170,7 @@ async fn handle_batch(
         .extend(messages.iter().map(|m| txn_hash(&m.transaction_id)));
     let redelivered = ctx.ledger.delivered(plan.group_index, &w.hashes);
     Counters::bump(&ctx.counters.redeliveries, redelivered);
+    ctx.hold_while_consumers_paused().await;
     if plan.processing_ms > 0 {
         tokio::time::sleep(Duration::from_millis(plan.processing_ms)).await;
     }
