@@ -364,6 +364,7 @@ fn round(
         },
         series,
         histograms,
+        faults: Vec::new(),
     }
 }
 
