@@ -203,20 +203,29 @@ impl Audit {
     }
 }
 
-/// One second of the measured window.
+/// One second of the measured window. A counter that could not be read that second (the
+/// PostgreSQL connection lost to a `restart_postgres` fault) is NaN, written as `null`.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
 pub struct SecondSample {
     /// Seconds since the start of the measured window.
+    #[serde(deserialize_with = "crate::stats::nullable")]
     pub t: f64,
     /// Writing transactions committed in this second (lag-free `pg_snapshot_xmax` delta).
+    #[serde(deserialize_with = "crate::stats::nullable")]
     pub commits: f64,
     /// Top-level calls of the ack procedures in this second (`pg_stat_statements`).
+    #[serde(deserialize_with = "crate::stats::nullable")]
     pub ack_commits: f64,
+    #[serde(deserialize_with = "crate::stats::nullable")]
     pub pushed: f64,
+    #[serde(deserialize_with = "crate::stats::nullable")]
     pub acked: f64,
+    #[serde(deserialize_with = "crate::stats::nullable")]
     pub ack_p99_ms: f64,
     /// Messages pushed and not yet acked, dead-lettered or dropped.
+    #[serde(deserialize_with = "crate::stats::nullable")]
     pub backlog: f64,
+    #[serde(deserialize_with = "crate::stats::nullable")]
     pub errors: f64,
 }
 
@@ -504,6 +513,20 @@ mod tests {
         assert_eq!(v["latency_ms"]["ack"]["p99"], 1.0);
         let back: RoundResults = serde_json::from_value(v).unwrap();
         assert_eq!(back, r);
+    }
+
+    #[test]
+    fn a_second_with_unread_counters_round_trips_as_nan() {
+        let second = SecondSample {
+            t: 1.0,
+            commits: f64::NAN,
+            acked: 5.0,
+            ..Default::default()
+        };
+        let text = serde_json::to_string(&second).unwrap();
+        assert!(text.contains("\"commits\":null"), "{text}");
+        let back: SecondSample = serde_json::from_str(&text).unwrap();
+        assert!(back.commits.is_nan() && back.acked == 5.0);
     }
 
     #[test]
