@@ -13,6 +13,7 @@ use ackbench_reports::results::Results;
 
 use crate::capacity;
 use crate::gates::{self, baseline::Baseline, export};
+use crate::lifecycle::faults::refuse_unavailable;
 use crate::lifecycle::target::Env;
 use crate::options::{CapacityOptions, RunOptions};
 use crate::run::{self, audit_words};
@@ -33,6 +34,9 @@ pub async fn run(opts: RunOptions) -> u8 {
         Ok(aa) => aa,
         Err(e) => return fail(&format!("--aa: {e}")),
     };
+    if let Err(e) = refuse_unavailable(&scenario.faults, &opts.target) {
+        return fail(&e);
+    }
     let cells = run::cell_list(&scenario, aa);
     let seed = scenario.run.seed.unwrap_or_else(|| fastrand::u64(..));
     let out_dir = opts
@@ -112,6 +116,14 @@ pub async fn capacity(opts: CapacityOptions) -> u8 {
     // saturate the consumers whatever the rate) is skipped.
     scenario.gates.clear();
     scenario.prefill.messages_per_partition = 0;
+    if let Some(f) = scenario.faults.first() {
+        return fail(&format!(
+            "{}: the {} fault (line {}): capacity steps are neither drained nor audited, so faults are judged by `ackbench run` only",
+            scenario.source_name,
+            f.kind.name(),
+            f.line
+        ));
+    }
     if let Err(e) = scenario.apply_overrides(&opts.overrides()) {
         return fail(&e.to_string().replace("--duration", "--step-secs"));
     }
@@ -435,6 +447,17 @@ fn run_exit_code(results: &Results, eval: &gates::Evaluation) -> u8 {
     }
     if !results.complete {
         return 130;
+    }
+    let undrained: u64 = results
+        .cells
+        .iter()
+        .map(|c| c.summary.audit.undrained)
+        .sum();
+    if undrained > 0 {
+        eprintln!(
+            "ackbench: FAILED: the drain did not finish ({undrained} messages undrained: loss neither proven nor ruled out)"
+        );
+        return 1;
     }
     match eval.exit_code() {
         0 => 0,

@@ -25,6 +25,9 @@ use ackbench_wire::DlqPage;
 #[derive(Debug, Clone)]
 pub struct ClientError {
     pub what: String,
+    /// Worth sending again: no answer came (the connection failed or timed out, so the request
+    /// may or may not have taken effect), or the broker answered 503 (it did not).
+    pub retryable: bool,
 }
 
 impl std::fmt::Display for ClientError {
@@ -36,7 +39,10 @@ impl std::fmt::Display for ClientError {
 type Result<T> = std::result::Result<T, ClientError>;
 
 fn err(what: impl Into<String>) -> ClientError {
-    ClientError { what: what.into() }
+    ClientError {
+        what: what.into(),
+        retryable: false,
+    }
 }
 
 /// The fixed routes the workers use.
@@ -166,7 +172,10 @@ impl Connection {
             self.stream = None;
             self.input.clear();
         }
-        answer.map_err(|e| err(format!("{}: {e}", path.split('?').next().unwrap_or(path))))
+        answer.map_err(|e| ClientError {
+            what: format!("{}: {e}", path.split('?').next().unwrap_or(path)),
+            retryable: true,
+        })
     }
 
     async fn exchange(&mut self, method: &str, path: &str, body: &[u8]) -> Result<Answer> {
@@ -314,11 +323,14 @@ async fn connect(addr: &str) -> Result<TcpStream> {
 }
 
 fn unexpected(path: &str, status: StatusCode, body: &[u8]) -> ClientError {
-    err(format!(
-        "{}: {status}: {}",
-        path.split('?').next().unwrap_or(path),
-        String::from_utf8_lossy(body)
-    ))
+    ClientError {
+        what: format!(
+            "{}: {status}: {}",
+            path.split('?').next().unwrap_or(path),
+            String::from_utf8_lossy(body)
+        ),
+        retryable: status == StatusCode::SERVICE_UNAVAILABLE,
+    }
 }
 
 /// Parses an answer body into `T` (borrowing from `body` where `T` allows).

@@ -17,7 +17,7 @@ use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use crate::model::{
-    Bar, BarGroup, ChartBody, ChartSpec, Format, LegendItem, Line, Mark, Run, Scale,
+    Bar, BarGroup, ChartBody, ChartSpec, FaultMark, Format, LegendItem, Line, Mark, Run, Scale,
 };
 use crate::stats::Spread;
 
@@ -30,6 +30,8 @@ const TEXT: RGBColor = RGBColor(0x22, 0x22, 0x22);
 const MUTED: RGBColor = RGBColor(0x77, 0x77, 0x77);
 const GRID: RGBColor = RGBColor(0xE4, 0xE4, 0xE4);
 const NEUTRAL: RGBColor = RGBColor(0x44, 0x44, 0x44);
+/// Fault bands and their labels on charts over time.
+const FAULT_BAND: RGBColor = RGBColor(0xC6, 0x28, 0x28);
 
 /// Colour-blind safe (Okabe–Ito); `none`, the baseline, is a neutral dark grey.
 const KNOWN: [(&str, RGBColor); 6] = [
@@ -528,11 +530,30 @@ fn draw_lines(area: &Area, spec: &ChartSpec, lines: &[Line]) -> Res<()> {
         y_axis(spec.y.scale, y_lo, y_hi),
     );
     let mut chart = plot(area, spec, &x, &y, true)?;
+    if spec.x.scale == Scale::Linear {
+        draw_fault_marks(&mut chart, &spec.faults, &y)?;
+    }
     // Faint lines underneath, then run A, then run B on top.
     let mut sorted: Vec<&(&Line, Vec<(f64, f64)>)> = placed.iter().collect();
     sorted.sort_by_key(|(l, _)| (!l.faint, l.run == Run::B));
     for (line, pts) in sorted.into_iter().filter(|(_, p)| !p.is_empty()) {
         chart.draw_series(LineSeries::new(pts.iter().copied(), line_style(line)))?;
+    }
+    Ok(())
+}
+
+/// Each fault step as a shaded band over the whole height (at least a fifth of a second wide,
+/// so an instant fault still shows), its kind written at the top.
+fn draw_fault_marks(chart: &mut Plot, marks: &[FaultMark], y: &TickAxis) -> Res<()> {
+    for m in marks {
+        let corners = [(m.from, y.lo), (m.to.max(m.from + 0.2), y.hi)];
+        chart.draw_series(std::iter::once(Rectangle::new(
+            corners,
+            FAULT_BAND.mix(0.18).filled(),
+        )))?;
+        let label = EmptyElement::at((m.from, y.hi))
+            + Text::new(m.label.clone(), (3, 3), fault_label_style());
+        chart.draw_series(std::iter::once(label))?;
     }
     Ok(())
 }
@@ -603,6 +624,14 @@ fn text_style(colour: &RGBColor) -> TextStyle<'static> {
         .into_font()
         .color(colour)
         .pos(Pos::new(HPos::Center, VPos::Bottom))
+}
+
+/// A fault band's label: hung from the band's top left corner.
+fn fault_label_style() -> TextStyle<'static> {
+    (FONT, 12)
+        .into_font()
+        .color(&FAULT_BAND)
+        .pos(Pos::new(HPos::Left, VPos::Top))
 }
 
 /// The min–max whisker of a spread; returns the top of what was drawn.

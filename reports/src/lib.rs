@@ -10,6 +10,7 @@ pub mod charts;
 pub mod figures;
 pub mod model;
 pub mod page;
+pub mod recovery;
 pub mod results;
 pub mod stats;
 

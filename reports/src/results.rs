@@ -168,7 +168,12 @@ pub struct Audit {
     pub acked: u64,
     pub dead_lettered: u64,
     pub dropped: u64,
+    /// Obligations unresolved after a drain that finished: proven lost.
     pub lost: u64,
+    /// Obligations unresolved when the drain did not finish (the run was cut short or the drain
+    /// timed out): still in flight, neither proven delivered nor proven lost.
+    #[serde(default)]
+    pub undrained: u64,
     /// Deliveries beyond the first of a transactionId (at-least-once redeliveries).
     pub duplicates: u64,
     /// True when the drain finished: every partition's cursor reached its end, no live lease.
@@ -176,8 +181,14 @@ pub struct Audit {
 }
 
 impl Audit {
+    /// No message proven lost (an undrained cell proves nothing either way).
     pub fn passed(&self) -> bool {
         self.lost == 0
+    }
+
+    /// Passed and drained: every obligation was resolved, so the cell proves there was no loss.
+    pub fn proven(&self) -> bool {
+        self.passed() && self.undrained == 0
     }
 
     pub fn add(&mut self, other: &Audit) {
@@ -186,25 +197,35 @@ impl Audit {
         self.dead_lettered += other.dead_lettered;
         self.dropped += other.dropped;
         self.lost += other.lost;
+        self.undrained += other.undrained;
         self.duplicates += other.duplicates;
         self.drained = self.drained && other.drained;
     }
 }
 
-/// One second of the measured window.
+/// One second of the measured window. A counter that could not be read that second (the
+/// PostgreSQL connection lost to a `restart_postgres` fault) is NaN, written as `null`.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
 pub struct SecondSample {
     /// Seconds since the start of the measured window.
+    #[serde(deserialize_with = "crate::stats::nullable")]
     pub t: f64,
     /// Writing transactions committed in this second (lag-free `pg_snapshot_xmax` delta).
+    #[serde(deserialize_with = "crate::stats::nullable")]
     pub commits: f64,
     /// Top-level calls of the ack procedures in this second (`pg_stat_statements`).
+    #[serde(deserialize_with = "crate::stats::nullable")]
     pub ack_commits: f64,
+    #[serde(deserialize_with = "crate::stats::nullable")]
     pub pushed: f64,
+    #[serde(deserialize_with = "crate::stats::nullable")]
     pub acked: f64,
+    #[serde(deserialize_with = "crate::stats::nullable")]
     pub ack_p99_ms: f64,
     /// Messages pushed and not yet acked, dead-lettered or dropped.
+    #[serde(deserialize_with = "crate::stats::nullable")]
     pub backlog: f64,
+    #[serde(deserialize_with = "crate::stats::nullable")]
     pub errors: f64,
 }
 
@@ -222,6 +243,27 @@ pub struct RoundResults {
     /// Serialized HDR histograms (base64 V2, microseconds) by operation: push, pop, ack, e2e,
     /// and `<op>_uncorrected` for open-loop runs.
     pub histograms: BTreeMap<String, String>,
+    /// The fault steps injected in the window, in the order they fired.
+    #[serde(default)]
+    pub faults: Vec<FaultEvent>,
+}
+
+/// One fault step as it happened in a round's window.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct FaultEvent {
+    /// `kill_broker`, `restart_postgres`, `pause_broker` or `pause_consumers`.
+    pub kind: String,
+    /// When it fired, in seconds from the window's start.
+    pub at_secs: f64,
+    /// When it ended (the broker healthy again, the pause over, PostgreSQL back).
+    pub ended_secs: f64,
+    /// What happened besides (skipped and why, a failure to restore).
+    #[serde(default)]
+    pub note: String,
+    /// Seconds from the end until the per-second ack rate was back within 10 % of its level
+    /// before the fault; `None` when it did not come back within the window (or was skipped).
+    #[serde(default)]
+    pub recovery_secs: Option<f64>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -464,12 +506,27 @@ mod tests {
             audit: Audit::default(),
             series: vec![],
             histograms: BTreeMap::new(),
+            faults: Vec::new(),
         };
         let v = serde_json::to_value(&r).unwrap();
         assert_eq!(v["acked_messages"], 10.0);
         assert_eq!(v["latency_ms"]["ack"]["p99"], 1.0);
         let back: RoundResults = serde_json::from_value(v).unwrap();
         assert_eq!(back, r);
+    }
+
+    #[test]
+    fn a_second_with_unread_counters_round_trips_as_nan() {
+        let second = SecondSample {
+            t: 1.0,
+            commits: f64::NAN,
+            acked: 5.0,
+            ..Default::default()
+        };
+        let text = serde_json::to_string(&second).unwrap();
+        assert!(text.contains("\"commits\":null"), "{text}");
+        let back: SecondSample = serde_json::from_str(&text).unwrap();
+        assert!(back.commits.is_nan() && back.acked == 5.0);
     }
 
     #[test]
@@ -483,6 +540,7 @@ mod tests {
             audit: Audit::default(),
             series: vec![],
             histograms: BTreeMap::new(),
+            faults: Vec::new(),
         };
         let mut v = serde_json::to_value(&r).unwrap();
         v.as_object_mut()

@@ -416,6 +416,39 @@ fn audit_rows_and_verdict() {
 }
 
 #[test]
+fn an_interrupted_cell_counts_its_in_flight_messages_as_undrained_not_lost() {
+    let mut r = small_results();
+    r.complete = false;
+    r.cells[1].summary.audit.drained = false;
+    r.cells[1].summary.audit.undrained = 90;
+    let run = &model::build(&r).runs[0];
+    assert_eq!(run.verdict.status, Status::Incomplete);
+    assert!(
+        run.verdict.headline.contains("0 lost, 90 undrained"),
+        "{}",
+        run.verdict.headline
+    );
+    assert!(has_item(
+        &run.verdict,
+        Status::Incomplete,
+        "Audit incomplete: the run was interrupted with 90 messages still in flight"
+    ));
+    // A complete run whose drain did not finish proves nothing: that fails.
+    r.complete = true;
+    let run = &model::build(&r).runs[0];
+    assert_eq!(run.verdict.status, Status::Failed);
+    assert!(run.verdict.headline.contains("audit FAILED, 90 undrained"));
+}
+
+#[test]
+fn old_results_without_undrained_still_load() {
+    let text = r#"{"pushed":3,"acked":3,"dead_lettered":0,"dropped":0,"lost":0,"duplicates":0,"drained":true}"#;
+    let a: ackbench_reports::results::Audit = serde_json::from_str(text).unwrap();
+    assert_eq!(a.undrained, 0);
+    assert!(a.proven());
+}
+
+#[test]
 fn gates_and_interruptions_are_prominent() {
     let mut r = small_results();
     r.gates[0].passed = false;
@@ -864,4 +897,53 @@ fn peers_get_a_table_each_with_the_broker_cells_ratios_to_them() {
     assert_eq!(throughput.ratio, Some(Spread::of(&ratios)));
     let html = render_report(&r).unwrap();
     assert!(html.contains("id=\"peers\"") && html.contains("driven straight over SQL"));
+}
+
+#[test]
+fn faults_are_listed_with_their_recovery_and_marked_on_the_charts_over_time() {
+    use ackbench_reports::results::FaultEvent;
+    let mut r = small_results();
+    let fault = |kind: &str, at: f64, ended: f64, recovery: Option<f64>, note: &str| FaultEvent {
+        kind: kind.into(),
+        at_secs: at,
+        ended_secs: ended,
+        note: note.into(),
+        recovery_secs: recovery,
+    };
+    r.cells[0].rounds[0].faults = vec![
+        fault("kill_broker", 2.0, 3.1, Some(2.0), ""),
+        fault("pause_consumers", 6.0, 7.5, None, ""),
+    ];
+    r.cells[1].rounds[0].faults = vec![fault("kill_broker", 2.01, 3.3, Some(1.0), "")];
+    r.cells[2].rounds[0].faults = vec![fault("pause_broker", 4.0, 4.0, None, "skipped: x")];
+    let m = model::build(&r);
+    let rows = &m.runs[0].faults;
+    assert_eq!(rows.len(), 4);
+    assert_eq!(
+        (rows[0].kind.as_str(), rows[0].recovery_text.as_str()),
+        ("kill_broker", "2.0 s")
+    );
+    assert_eq!(rows[1].recovery_text, "not within the window");
+    assert_eq!(rows[3].recovery_text, "skipped");
+    for id in ["ack-rate", "commit-rate"] {
+        let marks = &chart_spec(&m, id).faults;
+        let spans: Vec<(&str, f64, f64)> = marks
+            .iter()
+            .map(|f| (f.label.as_str(), f.from, f.to))
+            .collect();
+        assert_eq!(
+            spans,
+            [("kill_broker", 2.0, 3.3), ("pause_consumers", 6.0, 7.5)],
+            "one band per fault, the skipped one left out"
+        );
+    }
+    assert!(chart_spec(&m, "ack-rate")
+        .how_to_read
+        .contains("Shaded bands"));
+    let html = render_report(&r).unwrap();
+    assert!(html.contains("id=\"faults\""));
+    assert!(chart(&html, "ack-rate").contains("pause_consumers"));
+    let plain = model::build(&small_results());
+    assert!(plain.runs[0].faults.is_empty());
+    assert!(plain.charts().all(|c| c.faults.is_empty()));
 }

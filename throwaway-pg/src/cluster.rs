@@ -251,6 +251,16 @@ impl Cluster {
         self.run_as.chown(&path)
     }
 
+    /// `pg_ctl restart -m immediate -w` as the server user, in its own process group: a
+    /// crash-like restart (no shutdown checkpoint; the server recovers from WAL as it starts).
+    /// The caller runs it, blocking or not; the server keeps its port and settings.
+    pub fn immediate_restart_command(&self) -> std::process::Command {
+        use std::os::unix::process::CommandExt;
+        let mut cmd = self.pg_ctl(&["-m", "immediate", "-w", "-t", "60", "-l"]);
+        cmd.arg(&self.log_path).arg("restart").process_group(0);
+        cmd
+    }
+
     /// `pg_ctl start -w` in its own process group, so a Ctrl-C sent to the
     /// terminal's foreground group does not reach the server.
     fn pg_ctl_start(&self) -> Result<(), Error> {

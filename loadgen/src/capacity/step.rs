@@ -32,19 +32,20 @@ pub(super) async fn measure(
     {
         None
     } else {
-        Some(
-            window::sample(target, &ctx, plan.step_secs, cancel, |start, last, now| {
-                progress.update(&progress_line(
-                    label,
-                    plan.step_secs,
-                    start,
-                    last,
-                    now,
-                    &ctx,
-                ));
-            })
-            .await,
-        )
+        let on_tick = |start: &_, last: &_, now: &_| {
+            progress.update(&progress_line(
+                label,
+                plan.step_secs,
+                start,
+                last,
+                now,
+                &ctx,
+            ));
+        };
+        let no_faults = |_| async {};
+        let (window, ()) =
+            window::sample(target, &ctx, plan.step_secs, cancel, on_tick, no_faults).await;
+        Some(window)
     };
     // Stopping ends latency recording, so the histograms read below cover the window alone.
     workload.stop().await;

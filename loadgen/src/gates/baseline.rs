@@ -34,6 +34,12 @@ impl Baseline {
                 c.name
             ));
         }
+        if let Some(c) = results.cells.iter().find(|c| !c.summary.audit.proven()) {
+            return Err(format!(
+                "cell `{}` did not drain; a run that proves nothing cannot become a baseline",
+                c.name
+            ));
+        }
         if let Some(g) = results.gates.iter().find(|g| !g.passed) {
             return Err(format!(
                 "gate `{}` failed; a failed run cannot become a baseline",

@@ -104,10 +104,13 @@ fn markdown_figures(results: &Results) -> String {
             let median = c.summary.figures.get(d.key).map_or(f64::NAN, |s| s.median);
             md.push_str(&format!(" {} |", format_value(median, d.format)));
         }
-        let audit = if c.summary.audit.passed() {
-            "ok".to_string()
+        let a = &c.summary.audit;
+        let audit = if !a.passed() {
+            format!("**{} lost**", a.lost)
+        } else if a.undrained > 0 {
+            format!("**{} undrained**", a.undrained)
         } else {
-            format!("**{} lost**", c.summary.audit.lost)
+            "ok".to_string()
         };
         md.push_str(&format!(" {audit} |\n"));
     }

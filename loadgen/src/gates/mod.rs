@@ -95,24 +95,31 @@ fn audit_verdicts(results: &Results) -> Vec<GateVerdict> {
                     max: a.lost as f64,
                 },
                 threshold: 0.0,
-                passed: a.passed(),
+                passed: audit_passed(a, results.complete),
                 detail: format!(
-                    "pushed {}, acked {}, dead-lettered {}, dropped {}, lost {}, duplicates {}{}",
+                    "pushed {}, acked {}, dead-lettered {}, dropped {}, lost {}, undrained {}, duplicates {}{}",
                     a.pushed,
                     a.acked,
                     a.dead_lettered,
                     a.dropped,
                     a.lost,
+                    a.undrained,
                     a.duplicates,
-                    if a.drained {
-                        ""
-                    } else {
-                        " (drain did not finish)"
+                    match (a.drained, results.complete) {
+                        (true, _) => "",
+                        (false, true) => " (drain did not finish: loss neither proven nor ruled out)",
+                        (false, false) => " (run interrupted: undrained messages were in flight, not lost)",
                     }
                 ),
             }
         })
         .collect()
+}
+
+/// A cell's audit holds when nothing was lost and, in a complete run, the drain resolved
+/// everything (an interrupted run's undrained messages were in flight, not lost).
+fn audit_passed(a: &ackbench_reports::results::Audit, complete: bool) -> bool {
+    a.passed() && (a.undrained == 0 || !complete)
 }
 
 /// Per-round ratios of `figure` between two cells, paired by round number.

@@ -1,11 +1,13 @@
 //! One cell's life, shared by `run` and `capacity`: the target it runs against (`target`: a
 //! fresh database and a broker with the cell's toggles, released afterwards), the phases of its
 //! workload (`phases`: queue set-up, prefill, workers, warm-up, drain, audit) and the measured
-//! window (`window`: edge snapshots and a per-second sampler).
+//! window (`window`: edge snapshots and a per-second sampler, with the fault injector of
+//! `faults` beside it).
 //!
 //! `run` drives a cell round through every phase; `capacity` reuses one target for a ladder of
 //! steps, each a workload with a warm-up and a window but no drain or audit.
 
+pub mod faults;
 pub mod phases;
 pub mod target;
 pub mod window;

@@ -2,6 +2,7 @@
 //! that wakes once a second in between and hands each `Tick` to the caller (`run` turns ticks
 //! into the per-second series, `capacity` into its progress line).
 
+use std::future::Future;
 use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
@@ -105,17 +106,39 @@ impl Window {
 }
 
 /// Measures for `duration_secs`: takes the start edge, switches the workload to
-/// `Phase::Measure`, calls `on_tick(start, previous, now)` once a second, and takes the end
-/// edge (also when `cancel` flips, which ends the window early).
-pub async fn sample(
+/// `Phase::Measure`, calls `on_tick(start, previous, now)` once a second while `beside(start)`
+/// runs alongside (the fault injector), and takes the end edge once both are done (the ticks
+/// end early when `cancel` flips).
+pub async fn sample<T, F: Future<Output = T>>(
     target: &Target,
     ctx: &CellContext,
     duration_secs: f64,
     cancel: &watch::Receiver<bool>,
-    mut on_tick: impl FnMut(&Edge, &Tick, &Tick),
-) -> Window {
+    on_tick: impl FnMut(&Edge, &Tick, &Tick),
+    beside: impl FnOnce(Instant) -> F,
+) -> (Window, T) {
     let start = Edge::take(target, ctx).await;
     ctx.set_phase(Phase::Measure);
+    let ticks = tick_every_second(target, ctx, &start, duration_secs, cancel, on_tick);
+    let (interrupted, alongside) = tokio::join!(ticks, beside(start.at));
+    let end = Edge::take(target, ctx).await;
+    let window = Window {
+        start,
+        end,
+        interrupted,
+    };
+    (window, alongside)
+}
+
+/// Calls `on_tick` once a second of the window; true when `cancel` cut it short.
+async fn tick_every_second(
+    target: &Target,
+    ctx: &CellContext,
+    start: &Edge,
+    duration_secs: f64,
+    cancel: &watch::Receiver<bool>,
+    mut on_tick: impl FnMut(&Edge, &Tick, &Tick),
+) -> bool {
     let mut last = Tick {
         at: start.at,
         live: live_counters(target).await,
@@ -131,16 +154,11 @@ pub async fn sample(
             break;
         }
         let now = Tick::take(target, ctx).await;
-        on_tick(&start, &last, &now);
+        on_tick(start, &last, &now);
         last = now;
         second += 1;
     }
-    let end = Edge::take(target, ctx).await;
-    Window {
-        start,
-        end,
-        interrupted,
-    }
+    interrupted
 }
 
 /// The lag-free live counters; unknown without a database.

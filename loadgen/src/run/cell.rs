@@ -4,9 +4,10 @@
 
 use tokio::sync::watch;
 
-use ackbench_reports::results::{Audit, RoundResults, SecondSample};
+use ackbench_reports::results::{Audit, FaultEvent, RoundResults, SecondSample};
 use ackbench_reports::stats::encode_histogram;
 
+use crate::lifecycle::faults::{with_recovery, Injector};
 use crate::lifecycle::phases::Workload;
 use crate::lifecycle::target::{Env, Target};
 use crate::lifecycle::window::{self, Edge, Tick, Window};
@@ -25,7 +26,7 @@ pub async fn run(
     progress: &mut Progress,
 ) -> Result<RoundResults, String> {
     let target = Target::start(env, cr, &cr.tag()).await?;
-    let result = measure(cr, &target, cancel, progress).await;
+    let result = measure(env, cr, &target, cancel, progress).await;
     if let Some(note) = target.release(env).await {
         progress.say(&format!("{}: {note}", cr.label()));
     }
@@ -34,6 +35,7 @@ pub async fn run(
 
 /// Warm-up, window, drain, stop and audit on a fresh workload.
 async fn measure(
+    env: &Env,
     cr: &CellRound<'_>,
     target: &Target,
     cancel: &watch::Receiver<bool>,
@@ -48,7 +50,13 @@ async fn measure(
     {
         None
     } else {
-        Some(measured_window(cr, target, &workload.ctx, cancel, progress).await)
+        let injector = Injector {
+            faults: &cr.scenario.faults,
+            target,
+            postgres: env.postgres.as_ref(),
+            ctx: &workload.ctx,
+        };
+        Some(measured_window(cr, target, &injector, cancel, progress).await)
     };
     let interrupted = window.as_ref().is_none_or(|(w, _)| w.interrupted);
     let drained = !interrupted
@@ -58,25 +66,34 @@ async fn measure(
     workload.stop().await;
     let audit = workload.audit(target, drained).await;
     progress.finish();
-    let (measured, series) = match window {
-        Some((w, series)) => (Measured::of(&w), series),
-        None => (Measured::default(), Vec::new()),
+    let (measured, seen) = match window {
+        Some((w, seen)) => (Measured::of(&w), seen),
+        None => (Measured::default(), Seen::default()),
     };
-    Ok(measured.results(cr, &workload.ctx, series, audit, !interrupted))
+    Ok(measured.results(cr, &workload.ctx, seen, audit, !interrupted))
 }
 
-/// The measured window with a progress line and a `SecondSample` per second.
+/// What the window saw besides its edges: the per-second series and the faults injected.
+#[derive(Default)]
+struct Seen {
+    series: Vec<SecondSample>,
+    faults: Vec<FaultEvent>,
+}
+
+/// The measured window with a progress line and a `SecondSample` per second, the injector
+/// firing the scenario's faults beside it.
 async fn measured_window(
     cr: &CellRound<'_>,
     target: &Target,
-    ctx: &CellContext,
+    injector: &Injector<'_>,
     cancel: &watch::Receiver<bool>,
     progress: &mut Progress,
-) -> (Window, Vec<SecondSample>) {
+) -> (Window, Seen) {
     let duration = cr.scenario.run.duration_secs;
     let label = cr.label();
+    let ctx = injector.ctx;
     let mut series = Vec::new();
-    let window = window::sample(target, ctx, duration, cancel, |start, last, now| {
+    let on_tick = |start: &Edge, last: &Tick, now: &Tick| {
         let sample = second_sample(start, last, now, ctx);
         progress.update(&format!(
             "{label} measure {:>3.0}/{duration:.0}s  push {:>7.0}/s  ack {:>7.0}/s  commits {:>6.0}/s  ack p99 {:>7.2}ms  backlog {:>7}  errors {}",
@@ -89,9 +106,24 @@ async fn measured_window(
             ctx.counters.values().errors
         ));
         series.push(sample);
-    })
-    .await;
-    (window, series)
+    };
+    let faults = |start| injector.run(start, cancel);
+    let (window, events) = window::sample(target, ctx, duration, cancel, on_tick, faults).await;
+    for e in &events {
+        progress.say(&format!(
+            "{label} fault {} at {:.1}s, ended {:.1}s{}",
+            e.kind,
+            e.at_secs,
+            e.ended_secs,
+            if e.note.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", e.note)
+            }
+        ));
+    }
+    let faults = with_recovery(events, &series);
+    (window, Seen { series, faults })
 }
 
 /// The rates between two ticks, for the per-second series.
@@ -137,7 +169,7 @@ impl Measured {
         &self,
         cr: &CellRound<'_>,
         ctx: &CellContext,
-        series: Vec<SecondSample>,
+        seen: Seen,
         audit: Audit,
         complete: bool,
     ) -> RoundResults {
@@ -159,7 +191,8 @@ impl Measured {
             figures,
             broker_metrics: self.broker.clone(),
             audit,
-            series,
+            series: seen.series,
+            faults: seen.faults,
             histograms: histograms
                 .iter()
                 .map(|(k, h)| (k.clone(), encode_histogram(h)))

@@ -156,13 +156,20 @@ fn one_line(cr: &CellRound<'_>, r: &RoundResults) -> String {
 
 pub fn audit_words(a: &Audit) -> String {
     format!(
-        "{} (pushed {}, acked {}, dlq {}, dropped {}, lost {}, duplicates {}{})",
-        if a.passed() { "ok" } else { "LOST MESSAGES" },
+        "{} (pushed {}, acked {}, dlq {}, dropped {}, lost {}, undrained {}, duplicates {}{})",
+        if !a.passed() {
+            "LOST MESSAGES"
+        } else if a.undrained > 0 {
+            "UNDRAINED"
+        } else {
+            "ok"
+        },
         a.pushed,
         a.acked,
         a.dead_lettered,
         a.dropped,
         a.lost,
+        a.undrained,
         a.duplicates,
         if a.drained { "" } else { ", not drained" }
     )

@@ -2,14 +2,16 @@
 //!
 //! A scenario is plain data: the queue and its options, an optional prefill, the producers, the
 //! consumers and what they answer, the run's timing, cells and rounds, the broker's extra
-//! settings, and the gates. [`Scenario::parse`] reads TOML, refuses unknown keys and bad values
+//! settings, the gates, and the fault steps. [`Scenario::parse`] reads TOML, refuses unknown keys and bad values
 //! with the key's dotted name and its line, and fills documented defaults;
 //! [`Scenario::apply_overrides`] applies the command-line flags that override the file.
 //!
 //! Files: `schema` (sections and defaults), `figure` (gate figure names), `gate` (gates),
+//! `fault` (fault steps),
 //! `validate` (ranges and cross-key rules), `locate` (lines and key names), `error`.
 
 mod error;
+mod fault;
 mod figure;
 mod gate;
 mod locate;
@@ -20,6 +22,7 @@ use serde::Serialize;
 use std::path::Path;
 
 pub use error::ScenarioError;
+pub use fault::{Fault, FaultKind};
 pub use figure::{
     Direction, Figure, FigureKind, GateDefaults, LatencyOp, Percentile, ScalarFigure,
 };
@@ -50,6 +53,8 @@ pub struct Scenario {
     pub broker: Broker,
     /// `[[gates]]`, in file order.
     pub gates: Vec<Gate>,
+    /// `[[faults]]`, in time order.
+    pub faults: Vec<Fault>,
     /// Where the scenario was read from (a path or a name given to `parse`).
     #[serde(skip)]
     pub source_name: String,
@@ -107,6 +112,7 @@ impl Scenario {
         }
         if let Some(secs) = overrides.duration_secs {
             check_override_secs("--duration", secs, false)?;
+            fault::check_window_override(&self.faults, secs).map_err(flag("--duration"))?;
         }
         if let Some(secs) = overrides.warmup_secs {
             check_override_secs("--warmup", secs, true)?;

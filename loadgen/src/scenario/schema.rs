@@ -561,4 +561,6 @@ pub(crate) struct ScenarioFile {
     pub broker: Broker,
     #[serde(default)]
     pub gates: Vec<GateFile>,
+    #[serde(default)]
+    pub faults: Vec<super::fault::FaultFile>,
 }

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::fmt::Display;
 
 use super::error::ScenarioError;
+use super::fault::faults_from_file;
 use super::gate::{gate_from_file, Gate};
 use super::locate::Locator;
 use super::schema::{
@@ -65,6 +66,7 @@ pub(crate) fn validate(
         .enumerate()
         .map(|(i, g)| gate_from_file(g, i, &file.run.cells, loc))
         .collect::<Result<Vec<Gate>, _>>()?;
+    let faults = faults_from_file(&file.faults, file.run.duration_secs, loc)?;
     Ok(Scenario {
         name,
         description: file.description,
@@ -75,6 +77,7 @@ pub(crate) fn validate(
         run: file.run,
         broker: file.broker,
         gates,
+        faults,
         source_name: loc.file().to_string(),
         source_text: text.to_string(),
     })

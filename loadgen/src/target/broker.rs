@@ -1,9 +1,13 @@
 //! The broker a cell runs against: the workspace's `ackbench-broker` started here with the
 //! cell's toggles (the default), or an external broker given by `--broker-url`, whose
 //! accelerator setting is whatever its `/metrics` gauges report.
+//!
+//! A started broker can be faulted: killed and restarted on the same port and database, or
+//! paused and resumed (`kill_broker`, `pause_broker` fault steps).
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use tokio::process::{Child, Command};
@@ -12,9 +16,46 @@ use crate::client::BrokerClient;
 
 /// A broker process owned by this run; killed when dropped.
 pub struct BrokerProcess {
-    child: Child,
+    child: Mutex<Child>,
+    launch: Launch,
     pub url: String,
     pub log_path: PathBuf,
+}
+
+/// How the broker was started, to start it again after a kill.
+struct Launch {
+    binary: PathBuf,
+    database_url: String,
+    env: Vec<(String, String)>,
+    port: u16,
+}
+
+impl Launch {
+    /// Spawns the broker, its output appended to `log_path`.
+    fn spawn(&self, log_path: &Path) -> Result<Child, String> {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log_path)
+            .map_err(|e| format!("{}: {e}", log_path.display()))?;
+        let mut cmd = Command::new(&self.binary);
+        cmd.env("DATABASE_URL", &self.database_url)
+            .env("QUEEN_LISTEN", format!("127.0.0.1:{}", self.port))
+            .env(
+                "RUST_LOG",
+                std::env::var("ACKBENCH_BROKER_LOG").unwrap_or_else(|_| "info".into()),
+            )
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().map_err(|e| e.to_string())?)
+            .stderr(log)
+            .kill_on_drop(true)
+            .process_group(0);
+        for (k, v) in &self.env {
+            cmd.env(k, v);
+        }
+        cmd.spawn()
+            .map_err(|e| format!("cannot start {}: {e}", self.binary.display()))
+    }
 }
 
 impl BrokerProcess {
@@ -26,41 +67,69 @@ impl BrokerProcess {
         env: &[(String, String)],
         log_path: PathBuf,
     ) -> Result<BrokerProcess, String> {
-        let port = free_port()?;
-        let log =
-            std::fs::File::create(&log_path).map_err(|e| format!("{}: {e}", log_path.display()))?;
-        let mut cmd = Command::new(binary);
-        cmd.env("DATABASE_URL", database_url)
-            .env("QUEEN_LISTEN", format!("127.0.0.1:{port}"))
-            .env(
-                "RUST_LOG",
-                std::env::var("ACKBENCH_BROKER_LOG").unwrap_or_else(|_| "info".into()),
-            )
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().map_err(|e| e.to_string())?)
-            .stderr(log)
-            .kill_on_drop(true)
-            .process_group(0);
-        for (k, v) in env {
-            cmd.env(k, v);
-        }
-        let child = cmd
-            .spawn()
-            .map_err(|e| format!("cannot start {}: {e}", binary.display()))?;
-        let mut broker = BrokerProcess {
-            child,
-            url: format!("http://127.0.0.1:{port}"),
+        let launch = Launch {
+            binary: binary.to_path_buf(),
+            database_url: database_url.to_string(),
+            env: env.to_vec(),
+            port: free_port()?,
+        };
+        std::fs::File::create(&log_path).map_err(|e| format!("{}: {e}", log_path.display()))?;
+        let broker = BrokerProcess {
+            child: Mutex::new(launch.spawn(&log_path)?),
+            url: format!("http://127.0.0.1:{}", launch.port),
+            launch,
             log_path,
         };
         broker.wait_healthy(Duration::from_secs(60)).await?;
         Ok(broker)
     }
 
-    async fn wait_healthy(&mut self, limit: Duration) -> Result<(), String> {
+    /// SIGKILLs the broker and waits until it is gone.
+    pub async fn kill(&self) -> Result<(), String> {
+        self.signal("KILL").await?;
+        loop {
+            if self.exited() {
+                return Ok(());
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    /// Starts the broker again on the same port and database (after `kill`) and waits until it
+    /// is healthy.
+    pub async fn restart(&self) -> Result<(), String> {
+        let child = self.launch.spawn(&self.log_path)?;
+        *self.child.lock().expect("broker child lock") = child;
+        self.wait_healthy(Duration::from_secs(60)).await
+    }
+
+    /// Sends `SIG<name>` to the broker (`KILL`, `STOP`, `CONT`).
+    pub async fn signal(&self, name: &str) -> Result<(), String> {
+        let pid = self.pid().ok_or("the broker has already exited")?;
+        let status = Command::new("kill")
+            .arg(format!("-{name}"))
+            .arg(pid.to_string())
+            .status()
+            .await
+            .map_err(|e| format!("kill -{name} {pid}: {e}"))?;
+        match status.success() {
+            true => Ok(()),
+            false => Err(format!("kill -{name} {pid}: {status}")),
+        }
+    }
+
+    /// Whether the process has exited (reaping it if so).
+    fn exited(&self) -> bool {
+        let mut child = self.child.lock().expect("broker child lock");
+        !matches!(child.try_wait(), Ok(None))
+    }
+
+    async fn wait_healthy(&self, limit: Duration) -> Result<(), String> {
         let client = BrokerClient::new(&self.url);
         let deadline = Instant::now() + limit;
         loop {
-            if let Ok(Some(status)) = self.child.try_wait() {
+            let exit = self.child.lock().expect("broker child lock").try_wait();
+            if let Ok(Some(status)) = exit {
                 return Err(format!(
                     "the broker exited at start ({status}); its log:\n{}",
                     self.log_tail()
@@ -80,7 +149,7 @@ impl BrokerProcess {
     }
 
     pub fn pid(&self) -> Option<u32> {
-        self.child.id()
+        self.child.lock().expect("broker child lock").id()
     }
 
     /// CPU seconds (user + system) the process has used so far.
@@ -95,21 +164,22 @@ impl BrokerProcess {
     }
 
     /// Stops the broker with SIGTERM (so it closes its pool cleanly), SIGKILL after 10 s.
-    pub async fn stop(mut self) {
-        if let Some(pid) = self.child.id() {
+    pub async fn stop(self) {
+        let mut child = self.child.into_inner().expect("broker child lock");
+        if let Some(pid) = child.id() {
             // SAFETY-free: plain kill(2) through the `kill` command keeps this crate free of libc.
             let _ = std::process::Command::new("kill")
                 .arg("-TERM")
                 .arg(pid.to_string())
                 .status();
-            if tokio::time::timeout(Duration::from_secs(10), self.child.wait())
+            if tokio::time::timeout(Duration::from_secs(10), child.wait())
                 .await
                 .is_ok()
             {
                 return;
             }
         }
-        let _ = self.child.kill().await;
+        let _ = child.kill().await;
     }
 }
 

@@ -79,6 +79,28 @@ impl Postgres {
         })
     }
 
+    /// Restarts the throwaway cluster in immediate mode (a `restart_postgres` fault); refused
+    /// for a server this run did not start.
+    pub async fn restart_immediately(&self) -> Result<(), String> {
+        let Server::Embedded(cluster) = &self.server else {
+            return Err("restart_postgres needs the throwaway cluster, not --database-url".into());
+        };
+        let mut cmd = tokio::process::Command::from(cluster.immediate_restart_command());
+        let output = cmd
+            .output()
+            .await
+            .map_err(|e| format!("pg_ctl restart: {e}"))?;
+        match output.status.success() {
+            true => Ok(()),
+            false => Err(format!(
+                "pg_ctl restart -m immediate failed ({}): {}{}",
+                output.status,
+                String::from_utf8_lossy(&output.stdout),
+                String::from_utf8_lossy(&output.stderr)
+            )),
+        }
+    }
+
     pub fn embedded_cluster(&self) -> bool {
         matches!(self.server, Server::Embedded(_))
     }

@@ -73,6 +73,7 @@ pub async fn run(plan: ConsumerPlan, ctx: Arc<CellContext>) {
     };
     let mut turn: u32 = plan.id;
     while ctx.phase() != Phase::Stop {
+        ctx.hold_while_consumers_paused().await;
         let path = w.routes.pick(turn, ctx.phase() == Phase::Drain);
         turn = turn.wrapping_add(1);
         let started = Instant::now();
@@ -169,6 +170,7 @@ async fn handle_batch(
         .extend(messages.iter().map(|m| txn_hash(&m.transaction_id)));
     let redelivered = ctx.ledger.delivered(plan.group_index, &w.hashes);
     Counters::bump(&ctx.counters.redeliveries, redelivered);
+    ctx.hold_while_consumers_paused().await;
     if plan.processing_ms > 0 {
         tokio::time::sleep(Duration::from_millis(plan.processing_ms)).await;
     }
@@ -280,11 +282,19 @@ async fn ack(
         consumer_group: plan.group.as_deref(),
     });
     let started = Instant::now();
-    let answer = w.conn.post(routes::ACK_BATCH, body, StatusCode::OK).await;
-    Counters::bump(&ctx.counters.ack_requests, 1);
-    let answer = match answer {
-        Ok(a) => a,
-        Err(e) => return ctx.error(format!("ack: {e}")),
+    let mut attempt = 0;
+    let answer = loop {
+        let answer = w.conn.post(routes::ACK_BATCH, body, StatusCode::OK).await;
+        Counters::bump(&ctx.counters.ack_requests, 1);
+        match answer {
+            Err(e) if e.retryable && attempt < ACK_RETRIES && ctx.phase() != Phase::Stop => {
+                ctx.error(format!("ack (sent again): {e}"));
+                attempt += 1;
+                tokio::time::sleep(ACK_RETRY_PAUSE).await;
+            }
+            Err(e) => return ctx.error(format!("ack: {e}")),
+            Ok(a) => break a,
+        }
     };
     match parse::<Vec<AckResultRef<'_>>>("ack", &answer) {
         Ok(results) => {
@@ -293,6 +303,7 @@ async fn ack(
                 messages: &messages[range.clone()],
                 hashes: &w.hashes[range.clone()],
                 statuses: &w.statuses[range],
+                sent_again: attempt > 0,
             };
             record_answers(plan, ctx, &acked, &results);
         }
@@ -300,11 +311,19 @@ async fn ack(
     }
 }
 
+/// How often an ack that got no answer (or a 503) is sent again, and the pause between: long
+/// enough to outlast a broker restart or a PostgreSQL recovery of a few seconds. Sending an
+/// ack again is safe: what the first one committed answers as a no-op.
+const ACK_RETRIES: u32 = 100;
+const ACK_RETRY_PAUSE: Duration = Duration::from_millis(100);
+
 /// The items of one ack request, by request index.
 struct Acked<'a, 'm> {
     messages: &'a [MessageRef<'m>],
     hashes: &'a [TxnHash],
     statuses: &'a [&'static str],
+    /// The ack was sent again after an attempt without an answer (see `settled_before`).
+    sent_again: bool,
 }
 
 /// Books each item's answer in the ledger; end-to-end latency runs from the intended push time
@@ -325,7 +344,8 @@ fn record_answers(
         if !r.success {
             Counters::bump(&ctx.counters.refused_acks, 1);
         }
-        let acked = r.success && items.statuses[i] == "completed" && !r.noop;
+        let acked = items.statuses[i] == "completed"
+            && ((r.success && !r.noop) || (items.sent_again && settled_before(r)));
         let dropped = r.error.as_deref().is_some_and(|e| e.contains("dropped"));
         if ctx
             .ledger
@@ -338,6 +358,15 @@ fn record_answers(
             }
         }
     }
+}
+
+/// For an ack sent again after an attempt that got no answer: whether the item's answer says
+/// the lost attempt settled it. A no-op, or a refused lease (the lease the lost attempt used is
+/// released once it commits), counts so. If the lost attempt had not committed after all, the
+/// message redelivers when its lease ends and is acked again (a duplicate, not a loss); the
+/// audit cannot tell the two apart without reading the cursor.
+fn settled_before(r: &AckResultRef<'_>) -> bool {
+    (r.success && r.noop) || r.error.as_deref() == Some("invalid or expired lease")
 }
 
 /// The answer to request item `i` (answers come in request order; searched otherwise).

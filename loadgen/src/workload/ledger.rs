@@ -38,6 +38,17 @@ impl Hasher for Prehashed {
     }
 }
 
+/// Makes `txn` an obligation of `fates` if it is not one yet; true when it is new.
+fn owe(fates: &mut ByTxn<Fate>, txn: &TxnHash) -> bool {
+    match fates.entry(*txn) {
+        std::collections::hash_map::Entry::Occupied(_) => false,
+        std::collections::hash_map::Entry::Vacant(v) => {
+            v.insert(Fate::default());
+            true
+        }
+    }
+}
+
 /// A map keyed by transactionId hash.
 pub type ByTxn<V> = HashMap<TxnHash, V, BuildHasherDefault<Prehashed>>;
 
@@ -66,12 +77,14 @@ struct Book {
     /// Per group (index into `groups`): transactionId hash -> fate.
     fates: Vec<ByTxn<Fate>>,
     pushed: u64,
+    /// (message, group) obligations known: booked pushes, and messages delivered that no push
+    /// booked (a push whose answer was lost, e.g. to a killed broker, but which was stored).
+    owed: u64,
     resolved: u64,
     acked: u64,
 }
 
 pub struct Ledger {
-    groups: usize,
     book: Mutex<Book>,
 }
 
@@ -82,7 +95,6 @@ impl Ledger {
             ..Default::default()
         };
         Ledger {
-            groups,
             book: Mutex::new(book),
         }
     }
@@ -91,24 +103,28 @@ impl Ledger {
     pub fn pushed(&self, txns: &[TxnHash]) {
         let mut b = self.book.lock().expect("ledger lock");
         b.pushed += txns.len() as u64;
+        let mut owed = 0;
         for fates in &mut b.fates {
             fates.reserve(txns.len());
             for t in txns {
-                fates.entry(*t).or_default();
+                owed += u64::from(owe(fates, t));
             }
         }
+        b.owed += owed;
     }
 
     /// Records the deliveries of one popped batch; returns how many were redeliveries.
     pub fn delivered(&self, group: usize, txns: &[TxnHash]) -> u64 {
         let mut b = self.book.lock().expect("ledger lock");
         let fates = &mut b.fates[group];
-        let mut again = 0;
+        let (mut again, mut owed) = (0, 0);
         for t in txns {
-            let f = fates.entry(*t).or_default();
+            owed += u64::from(owe(fates, t));
+            let f = fates.get_mut(t).expect("owed above");
             f.deliveries += 1;
             again += u64::from(f.deliveries > 1);
         }
+        b.owed += owed;
         again
     }
 
@@ -122,7 +138,8 @@ impl Ledger {
         dropped: bool,
     ) -> bool {
         let mut b = self.book.lock().expect("ledger lock");
-        let f = b.fates[group].entry(*txn).or_default();
+        b.owed += u64::from(owe(&mut b.fates[group], txn));
+        let f = b.fates[group].get_mut(txn).expect("owed above");
         let was_resolved = f.resolved();
         let first_ack = acked && !f.acked;
         f.acked |= acked;
@@ -151,11 +168,13 @@ impl Ledger {
     /// (message, group) obligations not yet acked, dead-lettered or dropped.
     pub fn backlog(&self) -> u64 {
         let b = self.book.lock().expect("ledger lock");
-        (b.pushed * self.groups as u64).saturating_sub(b.resolved)
+        b.owed.saturating_sub(b.resolved)
     }
 
     /// Reconciles with the broker's DLQ listing (per group: the transactionId hashes it holds)
     /// and counts the audit. A message the client saw dead-lettered but the DLQ lacks is lost.
+    /// Only a drained cell can prove a loss: without a finished drain, what is unresolved is
+    /// counted apart as undrained (still in flight when the run was cut short).
     pub fn audit(&self, dlq: &[TxnSet], drained: bool) -> Audit {
         let b = self.book.lock().expect("ledger lock");
         let mut a = Audit {
@@ -173,8 +192,10 @@ impl Ledger {
                     a.acked += 1;
                 } else if f.dropped {
                     a.dropped += 1;
-                } else {
+                } else if drained {
                     a.lost += 1;
+                } else {
+                    a.undrained += 1;
                 }
             }
         }
@@ -223,6 +244,7 @@ mod tests {
                 dead_lettered: 1,
                 dropped: 1,
                 lost: 1,
+                undrained: 0,
                 duplicates: 1,
                 drained: true
             }
@@ -237,5 +259,27 @@ mod tests {
         l.answered(0, &h("x"), false, true, false);
         let a = l.audit(&[TxnSet::default()], true);
         assert_eq!(a.lost, 1);
+    }
+
+    #[test]
+    fn an_undrained_cell_counts_what_is_unresolved_apart_from_lost() {
+        let l = Ledger::new(1);
+        l.pushed(&["a", "b", "c"].map(h));
+        l.answered(0, &h("a"), true, false, false);
+        let a = l.audit(&[TxnSet::default()], false);
+        assert_eq!((a.acked, a.lost, a.undrained), (1, 0, 2));
+        assert!(a.passed(), "an undrained cell proves no loss");
+        assert!(!a.proven(), "nor that nothing was lost");
+    }
+
+    #[test]
+    fn a_delivery_no_push_booked_is_owed_until_resolved() {
+        let l = Ledger::new(1);
+        l.pushed(&[h("a")]);
+        l.delivered(0, &[h("a"), h("stored-but-unanswered")]);
+        l.answered(0, &h("stored-but-unanswered"), true, false, false);
+        assert_eq!(l.backlog(), 1, "`a` is still owed");
+        l.answered(0, &h("a"), true, false, false);
+        assert_eq!(l.backlog(), 0);
     }
 }

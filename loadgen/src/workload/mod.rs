@@ -7,7 +7,7 @@ pub mod ledger;
 pub mod peer;
 pub mod producer;
 
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 
 use crate::client::BrokerClient;
 use crate::measure::latency::Recorder;
@@ -103,6 +103,8 @@ pub struct CellContext {
     /// Pushes sent and not yet booked in the ledger: the drain waits for them, or a push
     /// answered after the ledger looked empty would be audited as lost.
     pushes_in_flight: AtomicU64,
+    /// A `pause_consumers` fault: consumers neither pop nor ack while it is set.
+    consumers_paused: AtomicBool,
     /// The last error seen, for the progress line and the log.
     pub last_error: std::sync::Mutex<Option<String>>,
 }
@@ -116,6 +118,7 @@ impl CellContext {
             counters: Counters::default(),
             phase: AtomicU8::new(Phase::Warmup as u8),
             pushes_in_flight: AtomicU64::new(0),
+            consumers_paused: AtomicBool::new(false),
             last_error: std::sync::Mutex::new(None),
         }
     }
@@ -143,6 +146,18 @@ impl CellContext {
     /// Whether no push is between its send and its booking.
     pub fn pushes_settled(&self) -> bool {
         self.pushes_in_flight.load(Ordering::SeqCst) == 0
+    }
+
+    /// Pauses (or resumes) every consumer: a paused consumer holds what it popped, unacked.
+    pub fn pause_consumers(&self, paused: bool) {
+        self.consumers_paused.store(paused, Ordering::SeqCst);
+    }
+
+    /// Waits while the consumers are paused (not past the workload's stop).
+    pub async fn hold_while_consumers_paused(&self) {
+        while self.consumers_paused.load(Ordering::SeqCst) && self.phase() != Phase::Stop {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
     }
 
     /// The broker of a broker cell (HTTP workers run only there).

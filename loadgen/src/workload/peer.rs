@@ -206,6 +206,7 @@ async fn consume(plan: PeerPlan, group: usize, id: u32, ctx: Arc<CellContext>) {
     driver.consumer = plan.groups[group].clone();
     let mut rng = fastrand::Rng::with_seed(plan.seed.wrapping_add(1000 + id as u64));
     while ctx.phase() != Phase::Stop {
+        ctx.hold_while_consumers_paused().await;
         let draining = ctx.phase() == Phase::Drain;
         let batch = if draining {
             DRAIN_BATCH
@@ -254,6 +255,7 @@ async fn answer(
     Counters::bump(&ctx.counters.popped_messages, hashes.len() as u64);
     let again = ctx.ledger.delivered(group, &hashes);
     Counters::bump(&ctx.counters.redeliveries, again);
+    ctx.hold_while_consumers_paused().await;
     if plan.processing_ms > 0 {
         tokio::time::sleep(Duration::from_millis(plan.processing_ms)).await;
     }

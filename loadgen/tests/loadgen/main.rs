@@ -1,12 +1,14 @@
 //! The load generator's integration tests, one binary: scenario files (`scenario_parsing`),
 //! gates on known results (`gates`), capacity's verdicts, report and a short real run
-//! (`capacity`), and whole runs through the binary against a throwaway PostgreSQL and the
-//! workspace's broker (`end_to_end`). Shared helpers live in `tests/common`.
+//! (`capacity`), whole runs through the binary against a throwaway PostgreSQL and the
+//! workspace's broker (`end_to_end`), and fault steps in such runs (`faults`). Shared helpers
+//! live in `tests/common`.
 
 #[path = "../common/mod.rs"]
 mod common;
 
 mod capacity;
 mod end_to_end;
+mod faults;
 mod gates;
 mod scenario_parsing;

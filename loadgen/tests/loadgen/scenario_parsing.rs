@@ -2,12 +2,12 @@
 //! key or value is refused naming the key and its line (fixtures mark that line with `# ERROR`).
 
 use ackbench::scenario::{
-    AckMode, Cell, Direction, Figure, GateCheck, LatencyOp, LoopMode, Overrides, Partitioning,
-    Percentile, PopRoute, ScalarFigure, Scenario, ScenarioError,
+    AckMode, Cell, Direction, FaultKind, Figure, GateCheck, LatencyOp, LoopMode, Overrides,
+    Partitioning, Percentile, PopRoute, ScalarFigure, Scenario, ScenarioError,
 };
 use std::path::PathBuf;
 
-const SHIPPED: [&str; 9] = [
+const SHIPPED: [&str; 10] = [
     "deep-partitions",
     "tiny-batches",
     "mixed-nacks",
@@ -17,6 +17,7 @@ const SHIPPED: [&str; 9] = [
     "drain-pop100",
     "vs-peers",
     "vs-peers-pop1",
+    "faults",
 ];
 
 fn scenario_path(name: &str) -> PathBuf {
@@ -750,4 +751,88 @@ fn descriptions_state_only_numbers_the_keys_give() {
             );
         }
     }
+}
+
+/// A window of 20 s and the given `[[faults]]` entries (from line 4 on).
+fn with_faults(faults: &str) -> String {
+    format!("name = \"f\"\n[run]\nduration_secs = 20\n{faults}")
+}
+
+#[test]
+fn faults_are_read_in_time_order_with_their_lengths() {
+    let s = Scenario::parse(
+        &with_faults(
+            "[[faults]]\nkind = \"pause_consumers\"\nat_secs = 12\nduration_ms = 3000\n\
+             [[faults]]\nkind = \"kill_broker\"\nat_secs = 2\nrestart_after_ms = 500\n\
+             [[faults]]\nkind = \"restart_postgres\"\nat_secs = 6\n",
+        ),
+        "f.toml",
+    )
+    .unwrap();
+    let kinds: Vec<FaultKind> = s.faults.iter().map(|f| f.kind).collect();
+    assert_eq!(
+        kinds,
+        [
+            FaultKind::KillBroker,
+            FaultKind::RestartPostgres,
+            FaultKind::PauseConsumers
+        ]
+    );
+    assert_eq!((s.faults[0].length_ms, s.faults[0].line), (500, 8));
+    assert_eq!(s.faults[2].planned_end_secs(), 15.0);
+    let faults = shipped("faults");
+    assert_eq!(faults.faults.len(), 4, "each kind once");
+    assert!(faults.run.duration_secs + faults.run.warmup_secs <= 30.0);
+}
+
+#[test]
+fn fault_keys_and_values_are_refused_with_key_and_line() {
+    let err = parse_err(&with_faults(
+        "[[faults]]\nkind = \"kill_broker\"\nat_secs = 2\nrestart_after = 5\n",
+    ));
+    assert_eq!(err.line(), Some(7), "{err}");
+    assert_mentions(&err, &["restart_after"]);
+    let err = parse_err(&with_faults("[[faults]]\nkind = \"reboot\"\nat_secs = 2\n"));
+    assert_eq!(err.line(), Some(5), "{err}");
+    let err = parse_err(&with_faults(
+        "[[faults]]\nkind = \"pause_broker\"\nat_secs = 2\nrestart_after_ms = 5\n",
+    ));
+    assert_eq!(
+        (err.key(), err.line()),
+        (Some("faults[0].restart_after_ms"), Some(7))
+    );
+    let err = parse_err(&with_faults(
+        "[[faults]]\nkind = \"pause_consumers\"\nat_secs = 2\n",
+    ));
+    assert_eq!(err.key(), Some("faults[0].duration_ms"), "{err}");
+    assert_eq!(err.line(), Some(4));
+}
+
+#[test]
+fn faults_must_fit_the_window_and_not_overlap() {
+    let err = parse_err(&with_faults(
+        "[[faults]]\nkind = \"pause_broker\"\nat_secs = 19\nduration_ms = 2000\n",
+    ));
+    assert_eq!(
+        (err.key(), err.line()),
+        (Some("faults[0].at_secs"), Some(6))
+    );
+    assert_mentions(&err, &["inside the measured window"]);
+    let err = parse_err(&with_faults(
+        "[[faults]]\nkind = \"pause_broker\"\nat_secs = 2\nduration_ms = 2000\n\
+         [[faults]]\nkind = \"kill_broker\"\nat_secs = 4.5\nrestart_after_ms = 100\n",
+    ));
+    assert_eq!(err.line(), Some(8), "{err}");
+    assert_mentions(&err, &["less than a second after"]);
+    let mut s = Scenario::parse(
+        &with_faults("[[faults]]\nkind = \"restart_postgres\"\nat_secs = 15\n"),
+        "f.toml",
+    )
+    .unwrap();
+    let shorter = Overrides {
+        duration_secs: Some(10.0),
+        ..Default::default()
+    };
+    let err = s.apply_overrides(&shorter).unwrap_err();
+    assert_eq!(err.flag(), Some("--duration"), "{err}");
 }

@@ -250,6 +250,7 @@ fn achieved_chart(r: &CapacityResults) -> ChartSpec {
         legend,
         wide: false,
         y_max: None,
+        faults: Vec::new(),
     }
 }
 
@@ -286,6 +287,7 @@ fn latency_chart(r: &CapacityResults) -> ChartSpec {
         legend,
         wide: false,
         y_max: None,
+        faults: Vec::new(),
     }
 }
 
@@ -310,6 +312,7 @@ fn commits_chart(r: &CapacityResults) -> ChartSpec {
         legend: cell_legend(r),
         wide: false,
         y_max: None,
+        faults: Vec::new(),
     }
 }
 

@@ -86,6 +86,7 @@ fn by_procedure_chart(
         legend: cell_legend(cells, Mark::Box),
         wide: true,
         y_max: None,
+        faults: Vec::new(),
     }
 }
 
@@ -212,6 +213,7 @@ fn cell_bar_chart(id: String, title: String, how_to_read: String, y: String) -> 
         legend: Vec::new(),
         wide: false,
         y_max: None,
+        faults: Vec::new(),
     }
 }
 
@@ -248,6 +250,7 @@ pub(super) fn accelerator_chart(r: &Results, cells: &[String], key: &'static str
         body: ChartBody::Bars(groups),
         legend: cell_legend(cells, Mark::Box),
         y_max: (def.format == Format::Percent).then_some(100.0),
+        faults: Vec::new(),
         ..cell_bar_chart(id.into(), title.into(), how.into(), y.into())
     }
 }
@@ -312,6 +315,7 @@ pub(super) fn compare_bar_chart(
         body: ChartBody::Bars(groups),
         legend: run_legend(label_a, label_b),
         y_max: percent.then_some(100.0),
+        faults: Vec::new(),
         ..chart
     }
 }

@@ -92,6 +92,16 @@ pub struct ChartSpec {
     pub wide: bool,
     /// The value axis never goes above this (100 for percentages).
     pub y_max: Option<f64>,
+    /// Fault steps marked over a time axis (a shaded band with the fault's kind).
+    pub faults: Vec<FaultMark>,
+}
+
+/// A fault step drawn on a chart over time: a band from `from` to `to` seconds.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FaultMark {
+    pub from: f64,
+    pub to: f64,
+    pub label: String,
 }
 
 impl ChartSpec {

@@ -116,6 +116,7 @@ pub(super) fn spectrum_chart(
         legend: cell_legend(cells, Mark::Line),
         wide: false,
         y_max: None,
+        faults: Vec::new(),
     }
 }
 
@@ -223,6 +224,7 @@ pub(super) fn histogram_chart(
         legend: cell_legend(cells, Mark::Line),
         wide: false,
         y_max: None,
+        faults: Vec::new(),
     }
 }
 

@@ -7,6 +7,7 @@
 mod bars;
 mod chart;
 mod comparison;
+mod faults;
 mod format;
 mod latency;
 mod peers;
@@ -17,6 +18,7 @@ mod verdict;
 pub use crate::figures::{Better, FigureDef, Format, Needs};
 pub use chart::*;
 pub use comparison::{CompareCell, CompareRow, Comparison};
+pub use faults::FaultRow;
 pub use format::{format_number, format_ratio, format_value};
 pub use latency::spectrum_points;
 pub use peers::{peer_tables, PeerRow, PeerTable, PEERS, PEER_FIGURES, PEER_NOTE};
@@ -53,6 +55,8 @@ pub struct RunModel {
     pub gates: Vec<GateRow>,
     /// "Against the peers": one table per peer queue that ran (none without peers).
     pub peers: Vec<PeerTable>,
+    /// Fault steps injected, with their recovery times (none without `[[faults]]`).
+    pub faults: Vec<FaultRow>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -246,5 +250,6 @@ fn run_model(r: &Results, tag: &str, label: &str) -> RunModel {
         audit: tables::audit_rows(r),
         gates: tables::gate_rows(r),
         peers: peers::peer_tables(r),
+        faults: faults::fault_rows(r),
     }
 }

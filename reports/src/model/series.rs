@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 
 use super::chart::{cell_legend, Axis, ChartBody, ChartSpec, LegendItem, Line, Mark, Run, Scale};
+use super::faults::fault_marks;
 use crate::figures::Format;
 use crate::results::{CellResults, Results, RoundResults};
 use crate::stats::Spread;
@@ -151,7 +152,12 @@ pub(super) fn series_chart(
         });
     }
     let note = rounds_note(runs.len() > 1, faint_rounds, several_rounds);
-    let (id, title, y, how) = words(kind, note);
+    let (id, title, y, mut how) = words(kind, note);
+    let results: Vec<&Results> = runs.iter().map(|(_, r)| *r).collect();
+    let faults = fault_marks(&results);
+    if !faults.is_empty() {
+        how.push_str(" Shaded bands: fault steps, from when each fired to when it ended.");
+    }
     ChartSpec {
         id: id.into(),
         title: title.into(),
@@ -169,6 +175,7 @@ pub(super) fn series_chart(
         legend,
         wide: true,
         y_max: None,
+        faults,
     }
 }
 

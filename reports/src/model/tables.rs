@@ -187,6 +187,12 @@ pub(super) fn audit_text(a: &Audit) -> String {
     } else {
         format!("FAILED: {} lost", group_thousands(a.lost as f64))
     };
+    if a.undrained > 0 {
+        t.push_str(&format!(
+            ", {} undrained",
+            group_thousands(a.undrained as f64)
+        ));
+    }
     if a.duplicates > 0 {
         t.push_str(&format!(
             ", {} duplicates",

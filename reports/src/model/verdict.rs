@@ -206,6 +206,9 @@ fn audit_item(r: &Results) -> (Status, String) {
     if r.cells.is_empty() {
         return (Status::Incomplete, "No cell was measured.".to_string());
     }
+    if let Some(item) = undrained_item(r) {
+        return item;
+    }
     let pushed: u64 = r.cells.iter().map(|c| c.summary.audit.pushed).sum();
     let dups: u64 = r.cells.iter().map(|c| c.summary.audit.duplicates).sum();
     let text = format!(
@@ -214,6 +217,28 @@ fn audit_item(r: &Results) -> (Status, String) {
         group_thousands(dups as f64)
     );
     (Status::Passed, text)
+}
+
+/// The audit when nothing was lost but some cell did not drain: a complete run whose drain did
+/// not finish proves nothing (failed); an interrupted run's undrained messages were in flight.
+fn undrained_item(r: &Results) -> Option<(Status, String)> {
+    let undrained: u64 = r.cells.iter().map(|c| c.summary.audit.undrained).sum();
+    if undrained == 0 {
+        return None;
+    }
+    let n = group_thousands(undrained as f64);
+    let s = plural(undrained as usize);
+    Some(if r.complete {
+        (
+            Status::Failed,
+            format!("Audit FAILED: the drain did not finish; {n} message{s} undrained, so loss is neither proven nor ruled out."),
+        )
+    } else {
+        (
+            Status::Incomplete,
+            format!("Audit incomplete: the run was interrupted with {n} message{s} still in flight (undrained, not lost); none was lost."),
+        )
+    })
 }
 
 /// Worth a look per cell: a drain that did not finish, request errors.
@@ -276,9 +301,12 @@ fn headline(r: &Results, status: Status) -> String {
         (n, 0) => format!("{n}/{n} gates hold"),
         (n, failed) => format!("{failed}/{n} gates FAILED"),
     };
-    let audit = match lost(r) {
-        0 => "audit passed, 0 lost".to_string(),
-        lost => format!("audit FAILED, {} lost", group_thousands(lost as f64)),
+    let undrained: u64 = r.cells.iter().map(|c| c.summary.audit.undrained).sum();
+    let audit = match (lost(r), undrained) {
+        (0, 0) => "audit passed, 0 lost".to_string(),
+        (0, n) if r.complete => format!("audit FAILED, {} undrained", group_thousands(n as f64)),
+        (0, n) => format!("0 lost, {} undrained", group_thousands(n as f64)),
+        (lost, _) => format!("audit FAILED, {} lost", group_thousands(lost as f64)),
     };
     match status {
         Status::Failed if !r.complete => {
@@ -295,7 +323,7 @@ pub(super) fn verdict(r: &Results) -> Verdict {
     items.push(audit_item(r));
     items.extend(cell_warnings(r));
     items.push(gates_item(r));
-    let status = if lost(r) > 0 || !failed_gates(r).is_empty() {
+    let status = if items.iter().any(|(s, _)| *s == Status::Failed) {
         Status::Failed
     } else if !r.complete || items.iter().any(|(s, _)| *s == Status::Incomplete) {
         Status::Incomplete

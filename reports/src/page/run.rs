@@ -46,6 +46,7 @@ pub(super) fn body(m: &ReportModel, charts: &[Markup]) -> Markup {
         }
         @for c in charts { (c) }
         @for run in &m.runs { (audit(run)) }
+        @for run in &m.runs { (faults(run)) }
         @for run in &m.runs { (gates(run)) }
         @if compared {
             @for run in &m.runs { (collapsed_summary(run)) }
@@ -337,6 +338,7 @@ fn audit_row(r: &AuditRow) -> Markup {
             td data-key="dead_lettered" { (n(a.dead_lettered)) }
             td data-key="dropped" { (n(a.dropped)) }
             td data-key="lost" class=(lost_class) { (n(a.lost)) }
+            td data-key="undrained" { (n(a.undrained)) }
             td data-key="duplicates" { (n(a.duplicates)) }
             td { (if a.drained { "yes" } else { "no" }) }
             td class=(format!("l {lost_class}")) { (r.verdict) }
@@ -349,11 +351,44 @@ fn audit_table(class: &str, rows: &[&AuditRow]) -> Markup {
         div class="scroll" { table class=(class) {
             thead { tr {
                 th class="l" { "cell" } th { "round" } th { "pushed" } th { "acked" }
-                th { "dead-lettered" } th { "dropped" } th { "lost" } th { "duplicates" }
+                th { "dead-lettered" } th { "dropped" } th { "lost" } th { "undrained" }
+                th { "duplicates" }
                 th { "drained" } th class="l" { "verdict" }
             } }
             tbody { @for r in rows { (audit_row(r)) } }
         } }
+    }
+}
+
+/// The fault steps injected and how long each took to recover from (absent without faults).
+fn faults(run: &RunModel) -> Markup {
+    let secs = |s: f64| format!("{} s", format_number(s));
+    html! {
+        @if !run.faults.is_empty() {
+            section id=(run_id("faults", run)) {
+                h2 { (tag_prefix(run)) "Faults" }
+                p class="help" {
+                    "Fault steps fired in the measured window (seconds from its start; shaded on                      the charts over time). Recovery: from the fault's end until the per-second                      ack rate is back within 10 % of its level over the 5 s before the fault.                      The audit above judges every faulted run: nothing may be lost."
+                }
+                div class="scroll" { table class="faults" {
+                    thead { tr {
+                        th class="l" { "cell" } th { "round" } th class="l" { "fault" }
+                        th { "fired" } th { "ended" } th { "recovery" } th class="l" { "note" }
+                    } }
+                    tbody { @for f in &run.faults {
+                        tr data-cell=(f.cell) {
+                            th scope="row" { (swatch(&f.cell)) (f.cell) }
+                            td { (f.round) }
+                            td class="l" { (f.kind) }
+                            td { (secs(f.at_secs)) }
+                            td { (secs(f.ended_secs)) }
+                            td data-key="recovery" { (f.recovery_text) }
+                            td class="l" { (f.note) }
+                        }
+                    } }
+                } }
+            }
+        }
     }
 }
 

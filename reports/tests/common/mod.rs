@@ -358,11 +358,13 @@ fn round(
             dead_lettered,
             dropped: 0,
             lost: 0,
+            undrained: 0,
             duplicates,
             drained: true,
         },
         series,
         histograms,
+        faults: Vec::new(),
     }
 }
 

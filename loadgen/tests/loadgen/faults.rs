@@ -1,0 +1,113 @@
+//! Fault steps end to end through the real binaries: a run that kills its broker and freezes
+//! its consumers past their leases loses nothing and records both faults; faults the target
+//! cannot take are refused before anything starts.
+
+use std::ffi::OsStr;
+
+use ackbench_reports::results::Results;
+
+use crate::common::{ackbench, one_real_run_at_a_time, temp_dir, Outcome};
+
+/// One cell, a 9 s window: the broker killed at 2 s (down 500 ms), the consumers frozen at 5 s
+/// for 1.5 s, longer than their 1 s lease.
+const SCENARIO: &str = r#"
+name = "e2e-faults"
+[queue]
+name = "e2e-faults"
+partitions = 4
+[queue.options]
+lease_time = 1
+dedup_window_seconds = 0
+[producers]
+count = 2
+batch = 5
+mode = "open"
+rate = 200
+[consumers]
+count = 4
+pop_batch = 5
+lease_seconds = 1
+[run]
+warmup_secs = 1
+duration_secs = 9
+drain_timeout_secs = 20
+rounds = 1
+cells = ["registry+fusion"]
+seed = 15
+[[faults]]
+kind = "kill_broker"
+at_secs = 2
+restart_after_ms = 500
+[[faults]]
+kind = "pause_consumers"
+at_secs = 5
+duration_ms = 1500
+"#;
+
+#[test]
+fn a_killed_broker_and_frozen_consumers_lose_nothing_and_are_recorded() {
+    let _real_run = one_real_run_at_a_time();
+    let dir = temp_dir("faults", "e2e");
+    let out_dir = dir.join("out");
+    let Outcome {
+        code,
+        stdout,
+        stderr,
+    } = ackbench(
+        &dir,
+        "run",
+        SCENARIO,
+        &[OsStr::new("--out"), out_dir.as_os_str()],
+    );
+    let text = std::fs::read_to_string(out_dir.join("results.json"))
+        .unwrap_or_else(|e| panic!("no results.json ({e}); stderr:\n{stderr}"));
+    let results = Results::from_json(&text).unwrap();
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    let round = &results.cells[0].rounds[0];
+    let a = &round.audit;
+    assert_eq!((a.lost, a.undrained), (0, 0), "{a:?}");
+    assert!(a.drained && a.pushed > 0, "{a:?}");
+    assert_eq!(a.acked + a.dead_lettered + a.dropped, a.pushed, "{a:?}");
+    assert!(a.duplicates <= a.pushed, "duplicates bounded: {a:?}");
+    let kinds: Vec<&str> = round.faults.iter().map(|f| f.kind.as_str()).collect();
+    assert_eq!(
+        kinds,
+        ["kill_broker", "pause_consumers"],
+        "{:?}",
+        round.faults
+    );
+    for f in &round.faults {
+        assert!(f.note.is_empty(), "{f:?}");
+        assert!(f.at_secs >= 1.9 && f.ended_secs > f.at_secs, "{f:?}");
+    }
+    assert!(round.faults[1].ended_secs - round.faults[1].at_secs >= 1.5);
+    assert!(
+        round.figures.errors > 0.0,
+        "requests failed while the broker was down"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn broker_faults_are_refused_against_an_external_broker() {
+    let dir = temp_dir("faults", "refused");
+    let out_dir = dir.join("out");
+    let out = ackbench(
+        &dir,
+        "run",
+        SCENARIO,
+        &[
+            OsStr::new("--broker-url"),
+            OsStr::new("http://127.0.0.1:9"),
+            OsStr::new("--out"),
+            out_dir.as_os_str(),
+        ],
+    );
+    assert_ne!(out.code, 0);
+    assert!(
+        out.stderr.contains("kill_broker fault (line ") && out.stderr.contains("drop --broker-url"),
+        "{}",
+        out.stderr
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
