@@ -57,7 +57,8 @@ fn binaries_dir(me: &Path) -> Result<&Path, String> {
     Ok(dir)
 }
 
-/// Runs `cargo build -p ackbench-broker` in the workspace with cargo's progress on stderr.
+/// Runs `cargo build -p ackbench -p ackbench-broker` in the workspace with cargo's progress on
+/// stderr.
 fn build(broker: &Path, reason: &BuildReason, release: bool) -> Result<(), String> {
     let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
@@ -70,12 +71,15 @@ fn build(broker: &Path, reason: &BuildReason, release: bool) -> Result<(), Strin
     let mut cargo = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
     cargo
         .current_dir(workspace)
-        .args(["build", "-p", "ackbench-broker"]);
+        // Both packages, as the README and CI build them: cargo unifies features over the
+        // packages it builds, so building the broker alone would compile the shared crates
+        // a second time, with another feature set.
+        .args(["build", "-p", "ackbench", "-p", "ackbench-broker"]);
     if release {
         cargo.arg("--release");
     }
     eprintln!(
-        "ackbench: building the broker first (`cargo build -p ackbench-broker{}` in {}), because {}; \
+        "ackbench: building the broker first (`cargo build -p ackbench -p ackbench-broker{}` in {}), because {}; \
          a first build takes a minute or two, cargo's progress follows (--broker-bin skips this)",
         if release { " --release" } else { "" },
         workspace.display(),
