@@ -54,17 +54,19 @@ max = 0.7
 
 /// Runs the scenario `text` in `dir`; returns the exit code, stdout and the results written.
 fn run(dir: &Path, text: &str) -> (i32, String, Results) {
+    run_with(dir, text, &[])
+}
+
+/// `run` with more `ackbench run` flags after `--out`.
+fn run_with(dir: &Path, text: &str, flags: &[&str]) -> (i32, String, Results) {
     let out_dir = dir.join("out");
+    let mut args = vec![OsStr::new("--out"), out_dir.as_os_str()];
+    args.extend(flags.iter().map(OsStr::new));
     let Outcome {
         code,
         stdout,
         stderr,
-    } = ackbench(
-        dir,
-        "run",
-        text,
-        &[OsStr::new("--out"), out_dir.as_os_str()],
-    );
+    } = ackbench(dir, "run", text, &args);
     let text = std::fs::read_to_string(out_dir.join("results.json"))
         .unwrap_or_else(|e| panic!("no results.json ({e}); stderr:\n{stderr}"));
     assert!(
@@ -159,27 +161,9 @@ fn a_broken_fusion_fails_the_gate() {
 fn aa_mode_runs_a_cell_and_its_twin_and_prints_their_noise() {
     let _real_run = one_real_run_at_a_time();
     let dir = temp_dir("e2e", "aa");
-    let out_dir = dir.join("out");
-    let Outcome {
-        code,
-        stdout,
-        stderr,
-    } = ackbench(
-        &dir,
-        "run",
-        &scenario(""),
-        &[
-            OsStr::new("--out"),
-            out_dir.as_os_str(),
-            OsStr::new("--aa"),
-            OsStr::new("none"),
-            OsStr::new("--duration"),
-            OsStr::new("2"),
-        ],
-    );
-    assert_eq!(code, 0, "stdout:\n{stdout}\nstderr:\n{stderr}");
-    let text = std::fs::read_to_string(out_dir.join("results.json")).unwrap();
-    let results = Results::from_json(&text).unwrap();
+    let flags = ["--aa", "none", "--duration", "2"];
+    let (code, stdout, results) = run_with(&dir, &scenario(""), &flags);
+    assert_eq!(code, 0, "{stdout}");
     let names: Vec<&str> = results.cells.iter().map(|c| c.name.as_str()).collect();
     assert_eq!(names, ["none", "none (A/A)"]);
     for c in &results.cells {
