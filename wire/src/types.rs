@@ -92,6 +92,15 @@ pub struct QueueOptions {
     pub dedup_window_seconds: i32,
     pub completed_retention_seconds: i32,
     pub retention_seconds: i32,
+    pub delayed_processing: i32,
+    pub window_buffer: i32,
+    pub max_size: i64,
+    pub priority: i32,
+    pub encryption_enabled: bool,
+    pub retention_enabled: bool,
+    pub ttl: i32,
+    pub retry_delay: i32,
+    pub max_wait_time_seconds: i32,
 }
 
 /// The answer of `POST /api/v1/configure`.
@@ -104,6 +113,9 @@ pub struct ConfigureResponse {
     pub namespace: String,
     pub task: String,
     pub options: QueueOptions,
+    /// Options of the request this broker does not know: accepted without effect, as Queen does.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ignored: Vec<String>,
 }
 
 /// One dead-lettered message as `GET /api/v1/dlq` lists it.

@@ -17,6 +17,7 @@ mod outage;
 mod pop_engine;
 mod push_fusion;
 mod push_pop;
+mod queue_options;
 mod read_timeouts;
 mod refusals;
 mod reliability;
