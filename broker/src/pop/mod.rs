@@ -8,13 +8,19 @@
 //!   SQL wildcard.
 //! - A discovery pop (namespace/task) runs the SQL wildcard over the matching queues.
 //! - Claims go through pop `fusion` (many pops, one transaction) or, with
-//!   `QUEEN_POP_FUSION=0`, one `log_pop_multi_v1` call each. Segments come from the
+//!   `QUEEN_POP_FUSION=0`, one `log_pop_multi_v2` call each. Segments come from the
 //!   `segment_cache` when held; PostgreSQL ships only the blobs the broker lacks.
+//! - A queue's `delayedProcessing` and `windowBuffer` are applied by PostgreSQL alone (every
+//!   path ends in `log_pop_multi_v2`, and the candidate lists leave held-back partitions out):
+//!   the broker does not know them, so a hint that names a held-back partition only costs a
+//!   claim that finds nothing. A parked long-poll sees such a partition become ready at its
+//!   periodic re-check, which reseeds the hotlist.
 
 pub mod claim;
 pub mod fusion;
 pub mod hotlist;
 pub mod stats;
+pub mod subscription;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -28,6 +34,7 @@ use crate::storage::DbError;
 use claim::{Claim, ClaimRow, PopJob, Scope, Stored};
 use hotlist::{QueueKey, Take};
 use stats::PopStats;
+pub use subscription::Subscription;
 
 /// Why a pop could not be answered.
 #[derive(Debug)]
@@ -82,7 +89,7 @@ pub struct PopParams {
     pub wait: bool,
     pub timeout: Duration,
     pub group: Option<String>,
-    pub subscription_new: bool,
+    pub subscription: Subscription,
     pub auto_ack: bool,
     pub lease_seconds: Option<i32>,
 }
@@ -135,7 +142,7 @@ pub struct Delivery {
 }
 
 /// Named partitions' ids, once resolved (ids never change), per (tenant, queue, partition,
-/// group): resolving also records a group's `new` subscription, so it is done once per group.
+/// group): resolving also records a group's subscription, so it is done once per group.
 #[derive(Default)]
 pub struct PartitionIds {
     map: Mutex<HashMap<(Uuid, String, String, String), Uuid>>,
@@ -216,7 +223,7 @@ async fn pop_partition(
         None => {
             let db = app.db("pop").await?;
             let found =
-                claim::resolve_partition(&db, tenant, queue, partition, group, p.subscription_new)
+                claim::resolve_partition(&db, tenant, queue, partition, group, &p.subscription)
                     .await?;
             let Some(pid) = found else {
                 return Ok(Vec::new());
@@ -279,7 +286,7 @@ async fn seed(app: &App, key: &QueueKey, p: &PopParams) -> Result<(), PopError> 
     let limit = claim::candidate_limit(p.max_partitions());
     PopStats::add(&app.pop_stats.hotlist_seeds, 1);
     let found = match app.db("pop").await {
-        Ok(db) => claim::seed(&db, key.0, &key.1, group, p.subscription_new, limit).await,
+        Ok(db) => claim::seed(&db, key.0, &key.1, group, &p.subscription, limit).await,
         Err(e) => Err(e),
     };
     match found {
@@ -297,7 +304,7 @@ async fn seed(app: &App, key: &QueueKey, p: &PopParams) -> Result<(), PopError> 
     }
 }
 
-/// The bounded SQL wildcard (`log_pop_wildcard_v2`), unfused.
+/// The bounded SQL wildcard (`log_pop_wildcard_v3`), unfused.
 async fn pop_sql(
     app: &App,
     tenant: Uuid,
@@ -311,7 +318,7 @@ async fn pop_sql(
         batch: p.batch,
         max_partitions: p.max_partitions(),
         lease_seconds: p.lease_seconds,
-        subscription_new: p.subscription_new,
+        subscription: &p.subscription,
         auto_ack: p.auto_ack,
     };
     PopStats::add(&app.pop_stats.sql_wildcards, 1);
