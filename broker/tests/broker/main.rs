@@ -15,6 +15,7 @@ mod lease_dlq;
 mod lifecycle;
 mod outage;
 mod pop_engine;
+mod pop_options;
 mod push_fusion;
 mod push_pop;
 mod queue_options;
