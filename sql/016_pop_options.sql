@@ -9,7 +9,8 @@
 --     younger than that;
 --     both are computed by log_pop_ready_end_v1 and applied by the claim (log_pop_multi_v2)
 --     and by the candidate list (log_pop_candidates_v3), so a held-back partition is neither
---     claimed nor "pending" (the gate parks; the long-poll re-check looks again);
+--     claimed nor "pending" (the gate parks); the list also says when the first held-back
+--     partition becomes ready, so the hotlist reseeds then;
 --   * `priority`: the candidate list puts partitions of higher-priority queues first, and a
 --     single-job claim keeps that order, so a discovery pop prefers them;
 --   * subscription `from <timestamp>` besides `new`: a group's first pop may seed its cursors
@@ -284,17 +285,46 @@ BEGIN
 END;
 $$;
 
--- queen.log_pop_candidates_v3(queue ids[], group, limit) -> partition ids
--- Contract: that of log_pop_candidates_v2 (012_pop_engine.sql), less the partitions that
--- log_pop_ready_end_v1 holds back (delayed or inside their window: not "pending"), and
--- ordered by their queue's priority, highest first, then at random. What the hotlist is
--- (re)seeded from, and what a pop without a hotlist claims from. Reads only.
+-- queen.log_pop_ready_at_v1(partition id, start, delay s, window s) -> timestamptz
+-- Contract: when a partition that log_pop_ready_end_v1 holds back at `start` becomes ready:
+-- its newest segment's creation plus `window`, and the creation of the segment holding `start`
+-- plus `delay` (the later of those that apply; null when neither does).
+-- Reads only (two primary-key probes). Locks: none.
+CREATE FUNCTION queen.log_pop_ready_at_v1(p_pid uuid, p_start bigint, p_delay integer,
+                                          p_window integer)
+RETURNS timestamptz
+LANGUAGE sql STABLE AS $$
+    SELECT GREATEST(
+        CASE WHEN p_window > 0 THEN
+            (SELECT g.created_at FROM queen.log_segments g
+             WHERE g.partition_id = p_pid
+             ORDER BY g.base_offset DESC LIMIT 1) + make_interval(secs => p_window)
+        END,
+        CASE WHEN p_delay > 0 THEN
+            (SELECT g.created_at FROM queen.log_segments g
+             WHERE g.partition_id = p_pid AND g.base_offset <= p_start
+             ORDER BY g.base_offset DESC LIMIT 1) + make_interval(secs => p_delay)
+        END)
+$$;
+
+-- queen.log_pop_candidates_v3(queue ids[], group, limit) -> (candidates, next_ready)
+-- Contract: `candidates` is what log_pop_candidates_v2 (012_pop_engine.sql) listed, less the
+-- partitions that log_pop_ready_end_v1 holds back (delayed or inside their window: they are
+-- not "pending"), ordered by their queue's priority, highest first, then at random.
+-- `next_ready` is the earliest time one of the held-back partitions becomes ready
+-- (log_pop_ready_at_v1; null when none is held back): the hotlist reseeds then. What the
+-- hotlist is (re)seeded from, and what a pop without a hotlist claims from. Reads only.
 -- Locks: none (claiming re-checks everything under the consumer row lock).
 CREATE FUNCTION queen.log_pop_candidates_v3(p_queues uuid[], p_group text, p_limit integer)
-RETURNS uuid[]
+RETURNS TABLE (candidates uuid[], next_ready timestamptz)
 LANGUAGE sql STABLE AS $$
-    SELECT ARRAY(
-        SELECT s.id FROM (
+    WITH pending AS (
+        SELECT s.*,
+               CASE WHEN s.delay = 0 AND s.win = 0 THEN true
+                    ELSE queen.log_pop_ready_end_v1(s.id, s.start_at, s.last_offset, 1,
+                                                    s.delay, s.win) >= s.start_at
+               END AS ready
+        FROM (
             SELECT p.id, q.priority, p.last_offset,
                    GREATEST(COALESCE(c.committed, p.log_start - 1) + 1, p.log_start) AS start_at,
                    q.delayed_processing AS delay, q.window_buffer AS win
@@ -306,11 +336,12 @@ LANGUAGE sql STABLE AS $$
               AND p.last_offset >= GREATEST(COALESCE(c.committed, p.log_start - 1) + 1,
                                             p.log_start)
               AND (c.batch_end IS NULL OR c.lease_expires_at <= now())) s
-        WHERE (s.delay = 0 AND s.win = 0)
-           OR queen.log_pop_ready_end_v1(s.id, s.start_at, s.last_offset, 1, s.delay, s.win)
-              >= s.start_at
-        ORDER BY s.priority DESC, random()
-        LIMIT p_limit)
+    )
+    SELECT ARRAY(SELECT r.id FROM pending r WHERE r.ready
+                 ORDER BY r.priority DESC, random()
+                 LIMIT p_limit),
+           (SELECT min(queen.log_pop_ready_at_v1(h.id, h.start_at, h.delay, h.win))
+            FROM pending h WHERE NOT h.ready)
 $$;
 
 -- queen.log_pop_wildcard_v3(tenant, queue, namespace, task, group, worker, batch,
@@ -333,11 +364,13 @@ RETURNS TABLE (ordinal integer, partition_id uuid, queue_name text, partition_na
                seg_end bigint, seg_created timestamptz, blob bytea)
 LANGUAGE plpgsql AS $$
 DECLARE
-    v_cands uuid[] := queen.log_pop_candidates_v3(
+    v_cands uuid[];
+BEGIN
+    SELECT c.candidates INTO v_cands
+    FROM queen.log_pop_candidates_v3(
         queen.log_pop_scope_v2(p_tenant, p_queue, p_namespace, p_task, p_group, p_sub_new,
                                p_sub_from, true),
-        p_group, p_limit);
-BEGIN
+        p_group, p_limit) c;
     RETURN QUERY SELECT * FROM queen.log_pop_multi_v2(
         ARRAY[p_group], ARRAY[p_worker], ARRAY[p_batch], ARRAY[p_max_partitions],
         ARRAY[p_lease_seconds], ARRAY[p_auto_ack],

@@ -199,6 +199,13 @@ pub async fn claim_wildcard(
     Ok(rows.iter().map(|r| claim_row(r, &[])).collect())
 }
 
+/// What a seed found: the candidates, and when the first held-back partition (a queue's
+/// `delayedProcessing` or `windowBuffer`) becomes ready, if one is.
+pub struct Seeded {
+    pub candidates: Vec<Uuid>,
+    pub next_ready: Option<SystemTime>,
+}
+
 /// The hotlist's seed for `group` on `queue`: provisions the queue, records a `new` or `from`
 /// subscription, and lists at most `limit` candidates. Reads only once the queue exists.
 pub async fn seed(
@@ -208,11 +215,11 @@ pub async fn seed(
     group: &str,
     subscription: &Subscription,
     limit: i32,
-) -> Result<Vec<Uuid>, DbError> {
+) -> Result<Seeded, DbError> {
     let stmt = db
         .prepare_cached(
-            "SELECT queen.log_pop_candidates_v3(\
-             queen.log_pop_scope_v2($1, $2, '', '', $3, $4, $6, true), $3, $5)",
+            "SELECT c.candidates, c.next_ready FROM queen.log_pop_candidates_v3(\
+             queen.log_pop_scope_v2($1, $2, '', '', $3, $4, $6, true), $3, $5) c",
         )
         .await
         .map_err(|e| DbError::from_pg("log_pop_candidates_v3", e))?;
@@ -230,7 +237,10 @@ pub async fn seed(
         )
         .await
         .map_err(|e| DbError::from_pg("log_pop_candidates_v3", e))?;
-    Ok(row.get(0))
+    Ok(Seeded {
+        candidates: row.get(0),
+        next_ready: row.get(1),
+    })
 }
 
 /// Resolves a named partition (provisioning its queue and recording a `new` or `from`

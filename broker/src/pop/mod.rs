@@ -13,8 +13,8 @@
 //! - A queue's `delayedProcessing` and `windowBuffer` are applied by PostgreSQL alone (every
 //!   path ends in `log_pop_multi_v2`, and the candidate lists leave held-back partitions out):
 //!   the broker does not know them, so a hint that names a held-back partition only costs a
-//!   claim that finds nothing. A parked long-poll sees such a partition become ready at its
-//!   periodic re-check, which reseeds the hotlist.
+//!   claim that finds nothing. The seed says when the first held-back partition becomes
+//!   ready; the hotlist reseeds then, so a parked long-poll delivers at its next re-check.
 
 pub mod claim;
 pub mod fusion;
@@ -290,8 +290,9 @@ async fn seed(app: &App, key: &QueueKey, p: &PopParams) -> Result<(), PopError> 
         Err(e) => Err(e),
     };
     match found {
-        Ok(pids) => {
-            hot.seeded(key, group, &pids);
+        Ok(found) => {
+            let pids = found.candidates;
+            hot.seeded(key, group, &pids, found.next_ready.map(ready_instant));
             if !pids.is_empty() {
                 app.long_poll.pushed(key.0, &key.1, None, pids.len());
             }
@@ -302,6 +303,13 @@ async fn seed(app: &App, key: &QueueKey, p: &PopParams) -> Result<(), PopError> 
             Err(e.into())
         }
     }
+}
+
+/// PostgreSQL's time a held-back partition becomes ready, on this broker's clock: at least a
+/// little ahead, so that clocks that disagree cannot make every pop reseed.
+fn ready_instant(at: SystemTime) -> Instant {
+    let left = at.duration_since(SystemTime::now()).unwrap_or_default();
+    Instant::now() + left.max(Duration::from_millis(100))
 }
 
 /// The bounded SQL wildcard (`log_pop_wildcard_v3`), unfused.

@@ -114,6 +114,26 @@ async fn long_polls_deliver_a_delayed_message_once_its_delay_has_passed() {
     t.broker.shutdown().await;
 }
 
+/// A long-poll that parks after a delayed message was pushed through another broker (no push
+/// wakes it, its hotlist never heard of the partition) still gets it once ready.
+#[tokio::test]
+async fn a_long_poll_gets_a_delayed_message_pushed_through_another_broker() {
+    let t = TestBroker::start().await;
+    configure(&t.http, "twin", "twin-ns", json!({"delayedProcessing": 1})).await;
+    let (other, other_http) = t.twin().await;
+    let pushed_at = Instant::now();
+    other_http.push("twin", &[("p", "m")]).await;
+    let (a, b) = tokio::join!(
+        wildcard(&t.http, "twin", "consumerGroup=g&wait=true&timeout=8000"),
+        discover(&t.http, "twin-ns", "consumerGroup=h&wait=true&timeout=8000"),
+    );
+    assert_eq!(txns(&a), ["m"], "{}", a.text);
+    assert_eq!(txns(&b), ["m"], "{}", b.text);
+    assert!(pushed_at.elapsed() >= Duration::from_millis(950));
+    other.shutdown().await;
+    t.broker.shutdown().await;
+}
+
 fn sep(query: &str) -> &'static str {
     if query.contains('?') {
         "&"
