@@ -141,11 +141,38 @@ pub struct Delivery {
     pub spans: Vec<DeliveredSpan>,
 }
 
-/// Named partitions' ids, once resolved (ids never change), per (tenant, queue, partition,
-/// group): resolving also records a group's subscription, so it is done once per group.
+/// Named partitions' ids, once resolved, per (tenant, queue, partition, group): resolving also
+/// records a group's subscription, so it is done once per group. A hint: a queue deleted and
+/// created again gives its partitions new ids, so a pop that finds nothing under a cached id
+/// resolves again (`pop_partition`).
 #[derive(Default)]
 pub struct PartitionIds {
-    map: Mutex<HashMap<(Uuid, String, String, String), Uuid>>,
+    map: Mutex<HashMap<PartitionKey, Uuid>>,
+}
+
+/// (tenant, queue, partition, group).
+type PartitionKey = (Uuid, String, String, String);
+
+impl PartitionIds {
+    fn get(&self, key: &PartitionKey) -> Option<Uuid> {
+        self.map.lock().expect("ids lock").get(key).copied()
+    }
+
+    fn remember(&self, key: PartitionKey, pid: Uuid) {
+        self.map.lock().expect("ids lock").insert(key, pid);
+    }
+
+    fn forget(&self, key: &PartitionKey) {
+        self.map.lock().expect("ids lock").remove(key);
+    }
+
+    /// Drops every id of `queue` (the queue was deleted through this broker).
+    pub fn forget_queue(&self, tenant: Uuid, queue: &str) {
+        self.map
+            .lock()
+            .expect("ids lock")
+            .retain(|(t, q, _, _), _| !(*t == tenant && q == queue));
+    }
 }
 
 /// One attempt: claim and decode, or `None` when there is nothing to deliver. `recheck` is set
@@ -204,40 +231,51 @@ async fn pop_partition(
     partition: &str,
     worker: &str,
 ) -> Result<Decoded, PopError> {
-    let group = p.group_name();
     let key = (
         tenant,
         queue.to_string(),
         partition.to_string(),
-        group.to_string(),
+        p.group_name().to_string(),
     );
-    let known = app
-        .partition_ids
-        .map
-        .lock()
-        .expect("ids lock")
-        .get(&key)
-        .copied();
-    let pid = match known {
-        Some(pid) => pid,
-        None => {
-            let db = app.db("pop").await?;
-            let found =
-                claim::resolve_partition(&db, tenant, queue, partition, group, &p.subscription)
-                    .await?;
-            let Some(pid) = found else {
-                return Ok(Vec::new());
-            };
-            app.partition_ids
-                .map
-                .lock()
-                .expect("ids lock")
-                .insert(key, pid);
-            pid
-        }
-    };
     let queue_key = (tenant, queue.to_string());
-    claim_candidates(app, p, &queue_key, vec![pid], worker).await
+    let cached = app.partition_ids.get(&key);
+    let pid = match cached {
+        Some(pid) => pid,
+        None => match resolve_named(app, p, &key).await? {
+            Some(pid) => pid,
+            None => return Ok(Vec::new()),
+        },
+    };
+    let rows = claim_candidates(app, p, &queue_key, vec![pid], worker).await?;
+    if !rows.is_empty() || cached.is_none() {
+        return Ok(rows);
+    }
+    // The cached id is a hint: the queue may have been deleted and created again (through
+    // another broker, or in SQL), giving the partition a new id. Resolve again before saying
+    // there is nothing, and claim once more if the id changed.
+    app.partition_ids.forget(&key);
+    match resolve_named(app, p, &key).await? {
+        Some(fresh) if fresh != pid => {
+            claim_candidates(app, p, &queue_key, vec![fresh], worker).await
+        }
+        _ => Ok(rows),
+    }
+}
+
+/// Resolves a named partition's id in PostgreSQL (see `claim::resolve_partition`) and caches it.
+async fn resolve_named(
+    app: &App,
+    p: &PopParams,
+    key: &PartitionKey,
+) -> Result<Option<Uuid>, PopError> {
+    let (tenant, queue, partition, group) = key;
+    let db = app.db("pop").await?;
+    let found =
+        claim::resolve_partition(&db, *tenant, queue, partition, group, &p.subscription).await?;
+    if let Some(pid) = found {
+        app.partition_ids.remember(key.clone(), pid);
+    }
+    Ok(found)
 }
 
 /// A wildcard pop through the hotlist (see the module doc).
