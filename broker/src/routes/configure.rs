@@ -4,7 +4,7 @@ use hyper::StatusCode;
 use serde_json::{Map, Value};
 
 use crate::app::App;
-use crate::http::json::{nonempty, read_body, Fields};
+use crate::http::json::{read_body, Fields};
 use crate::http::limits;
 use crate::http::{self, Answer, ApiError, Request};
 use crate::storage::DbError;
@@ -43,7 +43,9 @@ const OPTIONS: &[(&str, Kind)] = &[
 
 pub async fn handle(app: &App, req: &Request) -> Result<Answer, ApiError> {
     let body: ConfigureBody = read_body(&req.body, explain)?;
-    let queue = nonempty(Some(&body.queue), || "queue".into())?.unwrap_or_default();
+    // Any string names a queue here, the empty one included: Queen configures `""` too, and
+    // Queen's own JS suite relies on it. Push and pop still need a non-empty name.
+    let queue = body.queue.as_str();
     let (namespace, task) = (body.namespace.as_deref(), body.task.as_deref());
     limits::name(queue, "queue")?;
     limits::name(namespace.unwrap_or_default(), "namespace")?;
@@ -142,7 +144,7 @@ fn validated_options(
 
 /// Names the field of a body that does not fit `ConfigureBody`.
 fn explain(root: &Fields<'_>) -> Result<(), ApiError> {
-    root.req_nonempty("queue")?;
+    root.req_str("queue")?;
     root.opt_str("namespace")?;
     root.opt_str("task")?;
     root.opt_object("options").map(drop)

@@ -358,6 +358,11 @@ async fn a_named_pop_finds_a_partition_whose_queue_was_deleted_and_created_again
         .unwrap();
     t.http.push("reborn", &[("p", "new")]).await;
     let r = t.http.get("/api/v1/pop/queue/reborn/partition/p").await;
-    assert_eq!(txns(&r), ["new"], "a stale id falls back to PostgreSQL: {}", r.text);
+    assert_eq!(
+        txns(&r),
+        ["new"],
+        "a stale id falls back to PostgreSQL: {}",
+        r.text
+    );
     t.broker.shutdown().await;
 }

@@ -138,3 +138,31 @@ async fn encryption_without_a_key_is_refused_and_changes_nothing() {
     assert_eq!(r.json["options"]["encryptionEnabled"], true);
     keyed.broker.shutdown().await;
 }
+
+#[tokio::test]
+async fn an_empty_queue_name_configures_as_in_queen_but_a_missing_one_is_refused() {
+    let t = TestBroker::start().await;
+    let r = t
+        .http
+        .post(
+            "/api/v1/configure",
+            json!({"queue": "", "options": {"leaseTime": 30}}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.json);
+    assert_eq!(r.json["queue"], "");
+    for body in [json!({"options": {}}), json!({"queue": 5})] {
+        let r = t.http.post("/api/v1/configure", body.clone()).await;
+        assert_eq!(r.status, StatusCode::BAD_REQUEST, "{body}");
+        assert!(r.json["error"].as_str().unwrap().contains("queue"));
+    }
+    let r = t
+        .http
+        .post(
+            "/api/v1/push",
+            json!({"items": [{"queue": "", "payload": 1}]}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "push still needs a name");
+    t.broker.shutdown().await;
+}
