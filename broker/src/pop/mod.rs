@@ -141,6 +141,14 @@ pub struct PartitionIds {
     map: Mutex<HashMap<(Uuid, String, String, String), Uuid>>,
 }
 
+impl PartitionIds {
+    /// The tenant's queue `queue` was deleted: its partitions' ids are resolved anew.
+    pub fn forget_queue(&self, tenant: Uuid, queue: &str) {
+        let mut map = self.map.lock().expect("ids lock");
+        map.retain(|(t, q, _, _), _| !(*t == tenant && q == queue));
+    }
+}
+
 /// One attempt: claim and decode, or `None` when there is nothing to deliver. `recheck` is set
 /// when a parked long-poll looks again on its own (no wake-up): it may reseed the hotlist.
 pub async fn pop_once(
@@ -435,7 +443,8 @@ fn decode_rows(app: &App, rows: Vec<ClaimRow>) -> Result<Decoded, PopError> {
         let seg = match std::mem::replace(&mut row.segment, Stored::Missing) {
             Stored::Shipped(blob) => {
                 PopStats::add(&app.pop_stats.segments_shipped, 1);
-                let seg = DecodedSegment::decode(row.seg_base, row.seg_created, &blob)
+                let sealer = app.sealer.as_deref();
+                let seg = DecodedSegment::decode(row.seg_base, row.seg_created, &blob, sealer)
                     .map_err(|e| corrupt(row.partition_id, row.seg_base, e))?;
                 let seg = Arc::new(seg);
                 app.segments.insert(row.partition_id, seg.clone());
