@@ -106,7 +106,10 @@ impl App {
             partition_ids: PartitionIds::default(),
             pop_stats: PopStats::default(),
             push_fusion: None,
-            sealer: config.encryption_key.as_ref().map(|k| Arc::new(Sealer::new(k))),
+            sealer: config
+                .encryption_key
+                .as_ref()
+                .map(|k| Arc::new(Sealer::new(k))),
             queue_metas: QueueMetas::default(),
             config,
             pool,

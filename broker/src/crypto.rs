@@ -91,7 +91,10 @@ mod tests {
         assert!(!sealed.windows(7).any(|w| w == br#"{"a":1}"#));
         assert_eq!(s.open(&sealed, id).unwrap(), br#"{"a":1}"#);
         assert!(s.open(&sealed, Uuid::now_v7()).is_err(), "another message");
-        assert!(Sealer::new(&[8; 32]).open(&sealed, id).is_err(), "another key");
+        assert!(
+            Sealer::new(&[8; 32]).open(&sealed, id).is_err(),
+            "another key"
+        );
         assert!(s.open(&sealed[..10], id).is_err(), "truncated");
         assert!(open_with(None, &sealed, id).is_err(), "no key");
     }

@@ -235,7 +235,10 @@ mod tests {
             .any(|w| w == b"secret"));
         assert_eq!(decode_raw(&blob, Some(&sealer)).unwrap(), pack_raw(&frames));
         assert!(decode_raw(&blob, None).is_err(), "no key");
-        assert!(decode_raw(&blob, Some(&Sealer::new(&[4; 32]))).is_err(), "another key");
+        assert!(
+            decode_raw(&blob, Some(&Sealer::new(&[4; 32]))).is_err(),
+            "another key"
+        );
         assert_eq!(decode_raw(&pack(&frames), None).unwrap(), pack_raw(&frames));
     }
 

@@ -285,7 +285,8 @@ mod tests {
     #[test]
     fn decoded_frames_match_what_was_packed() {
         let (ids, txns) = frames(3);
-        let seg = DecodedSegment::decode(10, SystemTime::now(), &pack(&refs(&ids, &txns)), None).unwrap();
+        let seg =
+            DecodedSegment::decode(10, SystemTime::now(), &pack(&refs(&ids, &txns)), None).unwrap();
         assert_eq!((seg.base, seg.end(), seg.len()), (10, 12, 3));
         let f = seg.frame_at(11).unwrap();
         assert_eq!(f.message_id, ids[1]);

@@ -631,8 +631,9 @@ async fn call_multi(
             continue;
         }
         if let Some(full) = row.get::<_, Option<serde_json::Value>>("full_refusal") {
-            let refusal = serde_json::from_value(full)
-                .map_err(|e| format!("log_push_multi_v2 answered a maxSize refusal of another shape: {e}"))?;
+            let refusal = serde_json::from_value(full).map_err(|e| {
+                format!("log_push_multi_v2 answered a maxSize refusal of another shape: {e}")
+            })?;
             outs[i] = Some(SegmentOut::Full {
                 partition_id,
                 refusal,

@@ -92,10 +92,11 @@ fn dlq_message(app: &App, row: &Row) -> DlqMessage {
     let group: String = row.get("consumer_group");
     let failed_at: SystemTime = row.get("failed_at");
     let message_id: Uuid = row.get("message_id");
-    let (data, data_error) = match payload_text(app, row.get("payload"), row.get("sealed"), message_id) {
-        Ok(text) => (raw_payload(text), None),
-        Err(e) => (raw_payload(None), Some(e)),
-    };
+    let (data, data_error) =
+        match payload_text(app, row.get("payload"), row.get("sealed"), message_id) {
+            Ok(text) => (raw_payload(text), None),
+            Err(e) => (raw_payload(None), Some(e)),
+        };
     DlqMessage {
         id: message_id.to_string(),
         queue: row.get("queue_name"),

@@ -42,7 +42,9 @@ pub async fn delete(app: &App, req: &Request) -> Result<Answer, ApiError> {
 fn queue_of(req: &Request) -> Result<&str, ApiError> {
     match &req.route {
         Route::QueueGet { queue } | Route::QueueDelete { queue } => Ok(queue),
-        _ => Err(ApiError::internal("queue resource handler reached for another route")),
+        _ => Err(ApiError::internal(
+            "queue resource handler reached for another route",
+        )),
     }
 }
 

@@ -49,13 +49,13 @@ use crate::ack::hash_path::success;
 use crate::ack::registry::Positions;
 use crate::ack::{self, AckGroup, AckItem, AckStatus, HashOutcome, PositionalOutcome};
 use crate::app::App;
+use crate::crypto::Sealer;
 use crate::http::json::{field, read_body, Fields};
 use crate::http::limits;
 use crate::http::{self, Answer, ApiError, Request};
 use crate::metrics::Metrics;
 use crate::routes::ack::{explain_item as explain_ack, item as ack_item};
 use crate::routes::push::{explain_items, validate_items, Item};
-use crate::crypto::Sealer;
 use crate::segment::{self, FrameRef};
 use crate::storage::DbError;
 use ackbench_wire::hash::hash_hex;
@@ -98,7 +98,9 @@ pub async fn handle(app: &App, req: &Request) -> Result<Answer, ApiError> {
     let body = parse(&req.body)?;
     let pushes = push_groups(&body.ops);
     let names: Vec<&str> = pushes.iter().map(|g| g.queue.as_str()).collect();
-    let sealed = crate::routes::push::queue_facts(app, req.tenant, &names).await?.groups;
+    let sealed = crate::routes::push::queue_facts(app, req.tenant, &names)
+        .await?
+        .groups;
     let acks = ack_plans(app, req.tenant, &body.ops);
     let sealer = app.sealer.as_deref();
     let payload = payload(req.tenant, &body, &pushes, &sealed, sealer, &acks);

@@ -430,7 +430,10 @@ async fn dlq_list_filters_pages_and_counts() {
     let first_message: Uuid = t
         .sql()
         .await
-        .query_one("SELECT message_id FROM queen.log_dlq WHERE id = $1", &[&first])
+        .query_one(
+            "SELECT message_id FROM queen.log_dlq WHERE id = $1",
+            &[&first],
+        )
         .await
         .unwrap()
         .get(0);
@@ -444,7 +447,10 @@ async fn dlq_list_filters_pages_and_counts() {
     let failed_at = m.failed_at.as_deref().unwrap_or_default();
     assert!(is_wire_timestamp(failed_at), "{failed_at}");
     assert_eq!(all.json["messages"][0]["errorMessage"], json!("boom"));
-    assert!(all.json["messages"][0].get("error").is_none(), "Queen's name only");
+    assert!(
+        all.json["messages"][0].get("error").is_none(),
+        "Queen's name only"
+    );
     assert_eq!(page.messages[1].consumer_group.as_deref(), Some("g1"));
 
     for (query, expected) in [
@@ -473,7 +479,10 @@ async fn dlq_list_filters_pages_and_counts() {
         let r = t.http.get(&format!("/api/v1/dlq?{query}")).await;
         assert_eq!(list_txns(&r), expected, "{query}");
         let total = if query.starts_with("queue") { 3 } else { 4 };
-        assert_eq!(r.json["pagination"]["total"], total, "{query}: total ignores paging");
+        assert_eq!(
+            r.json["pagination"]["total"], total,
+            "{query}: total ignores paging"
+        );
     }
     for (query, name) in [
         ("limit=0", "limit"),
@@ -551,7 +560,10 @@ async fn dlq_retry_replays_at_the_tail_under_a_fresh_identity() {
     );
 
     assert_eq!(dlq_rows(&t).await, 0, "the DLQ row is gone");
-    assert_eq!(t.http.get("/api/v1/dlq").await.json["pagination"]["total"], 0);
+    assert_eq!(
+        t.http.get("/api/v1/dlq").await.json["pagination"]["total"],
+        0
+    );
     assert_eq!(last_offset(&t, pid).await, 3, "appended at the tail");
 
     // the original offset stays committed; the replay comes after what was already there

@@ -364,7 +364,10 @@ async fn dead_letters_of_another_tenant_are_invisible() {
     for path in ["/api/v1/dlq", "/api/v1/dlq?queue=orders"] {
         let foreign = get(&t, TENANT_A, path).await;
         assert_eq!(foreign.status, StatusCode::OK, "{}", foreign.text);
-        assert_eq!(foreign.json, json!({"messages": [], "pagination": {"total": 0, "limit": 100, "offset": 0}}));
+        assert_eq!(
+            foreign.json,
+            json!({"messages": [], "pagination": {"total": 0, "limit": 100, "offset": 0}})
+        );
     }
 
     let unknown = Uuid::new_v4().to_string();
