@@ -17,6 +17,10 @@
 //!   connection: only a flush takes one, for the duration of its call.
 //! - After a segment commits, the flush hands it to the sink (`push::written::on_pushed`)
 //!   before any waiter is answered.
+//! - A segment is packed sealed when a member job's queue is encrypted (`PushJob::sealed`). A
+//!   segment the procedure refused for its queue's maxSize was not written: its jobs are
+//!   answered `FrameFate::Full` (the route sends limited queues through `log_push_v2`, so this
+//!   only happens when its hint of a queue's options was stale).
 //!
 //! PostgreSQL stays the authority: provisioning, the dedup verdicts and the offsets all come
 //! from the procedure under the partition row locks; several brokers may share a database.
