@@ -231,7 +231,9 @@ pub struct DlqMessage {
 pub struct DlqPagination {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub total: Option<i64>,
+    #[serde(default)]
     pub limit: i64,
+    #[serde(default)]
     pub offset: i64,
 }
 

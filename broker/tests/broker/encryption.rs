@@ -193,3 +193,29 @@ async fn another_key_is_a_clear_error_and_loses_nothing() {
     );
     t.broker.shutdown().await;
 }
+
+#[tokio::test]
+async fn transaction_pushes_to_an_encrypted_queue_are_sealed() {
+    let t = TestBroker::start_with(with_key(KEY)).await;
+    configure(&t, "sealed", true).await;
+    let body = format!(
+        r#"{{"operations":[{{"type":"push","items":[{{"queue":"sealed","partition":"p","transactionId":"x1","payload":{PAYLOAD}}}]}}]}}"#
+    );
+    let r = t
+        .http
+        .post_raw("/api/v1/transaction", body.as_bytes())
+        .await;
+    assert_eq!(r.json["success"], json!(true), "{}", r.text);
+    assert!(
+        !marker_stored_in_clear(&t, "sealed").await,
+        "ciphertext only"
+    );
+    let popped = t.http.pop("sealed", "p", "batch=10").await;
+    assert_eq!(popped.status, StatusCode::OK, "{}", popped.text);
+    assert!(
+        popped.text.contains(&format!(r#""data":{PAYLOAD}"#)),
+        "{}",
+        popped.text
+    );
+    t.broker.shutdown().await;
+}

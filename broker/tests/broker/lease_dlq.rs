@@ -784,3 +784,15 @@ async fn dlq_rows_of_another_tenant_are_invisible() {
     assert_eq!(dlq_rows(&t).await, 0);
     t.broker.shutdown().await;
 }
+
+#[test]
+fn a_queen_dlq_page_without_total_reads() {
+    let page: ackbench_wire::DlqPage = serde_json::from_str(
+        r#"{"messages": [{"id": "0190b7a2-0000-7000-8000-000000000000", "transactionId": "t",
+            "data": {"a": 1}, "errorMessage": "e", "consumerGroup": null}],
+            "pagination": {"limit": 100, "offset": 0}}"#,
+    )
+    .expect("Queen's listing shape");
+    assert_eq!(page.pagination.total, None);
+    assert_eq!(page.messages[0].error_message.as_deref(), Some("e"));
+}
