@@ -24,7 +24,7 @@ pub struct Config {
     /// deliberately breaks fusion (one commit per ack) so tests can prove the gates catch it.
     pub ack_fusion_max_rows: usize,
     /// Push fusion (`QUEEN_PUSH_FUSION`): concurrent pushes commit together through
-    /// `log_push_multi_v1`; off, every request is one `log_push_v1` call.
+    /// `log_push_multi_v2`; off, every request is one `log_push_v2` call.
     pub push_fusion: bool,
     pub push_fusion_shards: usize,
     /// Ready partitions one push flush may bundle into one call.

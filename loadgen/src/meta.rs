@@ -38,7 +38,7 @@ pub fn run_meta(scenario: &Scenario, env: &Env) -> RunMeta {
              write_commits (pg_snapshot_xmax delta) is exact"
                 .into(),
             "ack_commits_per_ack counts top-level calls of log_ack_by_hash_v1, log_ack_at_v1, log_ack_multi_v1, log_ack_v1 \
-             and log_dlq_head_v1 (pg_stat_statements, lag-free); pg_exec_ms_per_ack is their execution time"
+             and log_dlq_head_v1/_v3 (pg_stat_statements, lag-free); pg_exec_ms_per_ack is their execution time"
                 .into(),
             "with several consumer groups the audit counts (message, group) pairs".into(),
             "loadgen_cpu_us_per_op is the load generator's CPU per HTTP request it sent (push, pop, ack); \

@@ -245,6 +245,17 @@ impl Hotlist {
         }
     }
 
+    /// `queue` was deleted: everything held about it and its partitions goes.
+    pub fn forget(&self, queue: &QueueKey) {
+        let mut s = self.state.lock().expect("hotlist lock");
+        if let Some(q) = s.queues.remove(queue) {
+            for pid in q.last_offset.keys() {
+                s.queue_of.remove(pid);
+            }
+        }
+        s.queue_of.retain(|_, k| k != queue);
+    }
+
     /// Candidates listed for `group` on `queue` (for tests and metrics).
     pub fn listed(&self, queue: &QueueKey, group: &str) -> usize {
         let s = self.state.lock().expect("hotlist lock");

@@ -488,7 +488,8 @@ fn decode_rows(app: &App, rows: Vec<ClaimRow>) -> Result<Decoded, PopError> {
         let seg = match std::mem::replace(&mut row.segment, Stored::Missing) {
             Stored::Shipped(blob) => {
                 PopStats::add(&app.pop_stats.segments_shipped, 1);
-                let seg = DecodedSegment::decode(row.seg_base, row.seg_created, &blob)
+                let sealer = app.sealer.as_deref();
+                let seg = DecodedSegment::decode(row.seg_base, row.seg_created, &blob, sealer)
                     .map_err(|e| corrupt(row.partition_id, row.seg_base, e))?;
                 let seg = Arc::new(seg);
                 app.segments.insert(row.partition_id, seg.clone());

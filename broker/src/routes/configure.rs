@@ -7,8 +7,9 @@ use crate::app::App;
 use crate::http::json::{read_body, Fields};
 use crate::http::limits;
 use crate::http::{self, Answer, ApiError, Request};
+use crate::queue_meta::QueueMeta;
 use crate::storage::DbError;
-use ackbench_wire::{ConfigureBody, ConfigureResponse, QueueOptions};
+use ackbench_wire::{ConfigureBody, ConfigureResponse};
 
 /// How an option's value is checked.
 #[derive(Clone, Copy)]
@@ -77,38 +78,21 @@ pub async fn handle(app: &App, req: &Request) -> Result<Answer, ApiError> {
         )
         .await
         .map_err(|e| DbError::from_pg("configure_queue_v2", e))?;
+    let meta = QueueMeta {
+        max_size: row.get("max_size"),
+        encrypted: row.get("encryption_enabled"),
+    };
+    app.queue_metas.set(req.tenant, queue, meta);
     let answer = ConfigureResponse {
         configured: true,
         queue_id: row.get::<_, uuid::Uuid>("id").to_string(),
         queue: row.get("name"),
         namespace: row.get("namespace"),
         task: row.get("task"),
-        options: effective_options(&row),
+        options: crate::queues::options_of(&row),
         ignored,
     };
     Ok(http::json(StatusCode::OK, &answer))
-}
-
-/// The queue row's options, as the answer names them.
-fn effective_options(row: &tokio_postgres::Row) -> QueueOptions {
-    QueueOptions {
-        lease_time: row.get("lease_time"),
-        retry_limit: row.get("retry_limit"),
-        dead_letter_queue: row.get("dead_letter_queue"),
-        dlq_after_max_retries: row.get("dlq_after_max_retries"),
-        dedup_window_seconds: row.get("dedup_window_seconds"),
-        completed_retention_seconds: row.get("completed_retention_seconds"),
-        retention_seconds: row.get("retention_seconds"),
-        delayed_processing: row.get("delayed_processing"),
-        window_buffer: row.get("window_buffer"),
-        max_size: row.get("max_size"),
-        priority: row.get("priority"),
-        encryption_enabled: row.get("encryption_enabled"),
-        retention_enabled: row.get("retention_enabled"),
-        ttl: row.get("ttl"),
-        retry_delay: row.get("retry_delay"),
-        max_wait_time_seconds: row.get("max_wait_time_seconds"),
-    }
 }
 
 /// Checks the type and range of every known option. Options this broker does not know are

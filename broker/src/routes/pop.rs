@@ -69,6 +69,9 @@ pub async fn handle(app: &App, req: &Request) -> Result<Answer, ApiError> {
             }
             _ = tokio::time::sleep(recheck_in) => true,
         };
+        if waiter.as_ref().is_some_and(|w| w.slot().is_closed()) {
+            return Ok(http::empty(StatusCode::NO_CONTENT)); // the queue was deleted
+        }
     }
 }
 

@@ -316,7 +316,7 @@ async fn a_fused_job_is_served_a_segment_another_job_listed_as_held() {
         .await
         .unwrap()
         .get(0);
-    let held = DecodedSegment::decode(0, std::time::SystemTime::now(), &blob).unwrap();
+    let held = DecodedSegment::decode(0, std::time::SystemTime::now(), &blob, None).unwrap();
     let job = |candidate, cached: Vec<(uuid::Uuid, Arc<DecodedSegment>)>| PopJob {
         group: ackbench_wire::QUEUE_MODE_GROUP.into(),
         worker: "w".into(),
