@@ -242,6 +242,10 @@ pub struct DlqPagination {
 pub struct DlqPage {
     pub messages: Vec<DlqMessage>,
     pub pagination: DlqPagination,
+    /// `pagination.total` again, at the top level: Queen's C++ client reads it there (Queen's
+    /// own server sends neither). Absent from a listing that does not count.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total: Option<i64>,
 }
 
 /// The facts of a push refused because a queue would exceed its `maxSize` (beside `error` in

@@ -83,6 +83,7 @@ pub async fn list(app: &App, req: &Request) -> Result<Answer, ApiError> {
         &DlqPage {
             messages,
             pagination,
+            total: Some(total),
         },
     ))
 }

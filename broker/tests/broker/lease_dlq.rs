@@ -483,6 +483,10 @@ async fn dlq_list_filters_pages_and_counts() {
             r.json["pagination"]["total"], total,
             "{query}: total ignores paging"
         );
+        assert_eq!(
+            r.json["total"], total,
+            "{query}: the top-level copy Queen's C++ client reads"
+        );
     }
     for (query, name) in [
         ("limit=0", "limit"),
