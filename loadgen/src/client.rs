@@ -296,8 +296,18 @@ impl Connection {
 
     /// A POST answered `ok`; its body.
     pub async fn post(&mut self, path: &str, body: &[u8], ok: StatusCode) -> Result<Bytes> {
+        self.post_any(path, body, &[ok]).await.map(|(_, b)| b)
+    }
+
+    /// A POST answered with one of `ok` (a broker's variants of one meaning); which, and the body.
+    pub async fn post_any(
+        &mut self,
+        path: &str,
+        body: &[u8],
+        ok: &[StatusCode],
+    ) -> Result<(StatusCode, Bytes)> {
         match self.send("POST", path, body).await? {
-            (s, b) if s == ok => Ok(b),
+            (s, b) if ok.contains(&s) => Ok((s, b)),
             (s, b) => Err(unexpected(path, s, &b)),
         }
     }
@@ -362,6 +372,8 @@ impl BodyBuf {
 pub struct BrokerClient {
     endpoint: Arc<Endpoint>,
     control: Arc<tokio::sync::Mutex<Connection>>,
+    /// The route of the Prometheus text (`/metrics`; Queen's is `/metrics/prometheus`).
+    prometheus_path: &'static str,
 }
 
 impl BrokerClient {
@@ -370,7 +382,14 @@ impl BrokerClient {
         BrokerClient {
             control: Arc::new(tokio::sync::Mutex::new(Connection::new(endpoint.clone()))),
             endpoint,
+            prometheus_path: "/metrics",
         }
+    }
+
+    /// The same broker, its Prometheus text read from `path`.
+    pub fn with_prometheus_path(mut self, path: &'static str) -> BrokerClient {
+        self.prometheus_path = path;
+        self
     }
 
     pub fn base(&self) -> &str {
@@ -387,8 +406,13 @@ impl BrokerClient {
     }
 
     pub async fn health(&self) -> Result<()> {
+        self.health_body().await.map(|_| ())
+    }
+
+    /// The body of a 200 `/health` answer.
+    pub async fn health_body(&self) -> Result<Bytes> {
         match self.control("GET", "/health", &[]).await? {
-            (StatusCode::OK, _) => Ok(()),
+            (StatusCode::OK, b) => Ok(b),
             (s, b) => Err(err(format!(
                 "/health: {s}: {}",
                 String::from_utf8_lossy(&b)
@@ -416,11 +440,12 @@ impl BrokerClient {
         }
     }
 
-    /// The Prometheus text of `/metrics`.
+    /// The broker's Prometheus text (`/metrics`, or where its profile says).
     pub async fn metrics_text(&self) -> Result<String> {
-        match self.control("GET", "/metrics", &[]).await? {
+        let path = self.prometheus_path;
+        match self.control("GET", path, &[]).await? {
             (StatusCode::OK, b) => Ok(String::from_utf8_lossy(&b).into_owned()),
-            (s, _) => Err(err(format!("/metrics: {s}"))),
+            (s, _) => Err(err(format!("{path}: {s}"))),
         }
     }
 }
