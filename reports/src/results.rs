@@ -101,6 +101,13 @@ pub struct BrokerMeta {
     pub external: bool,
     pub url: Option<String>,
     pub binary: Option<String>,
+    /// The target profile driven: `ackbench`, `queen-log` or `queen-rows`, and how it was learnt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_kind: Option<String>,
+    /// How the broker's answers departed from this workspace's wire, with how many answers
+    /// showed each departure over the whole run (empty for a broker that speaks it exactly).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub wire_variants: BTreeMap<String, u64>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -246,6 +253,10 @@ pub struct RoundResults {
     /// The fault steps injected in the window, in the order they fired.
     #[serde(default)]
     pub faults: Vec<FaultEvent>,
+    /// How the broker's answers departed from this workspace's wire in this round (warm-up to
+    /// drain), answers per departure; empty when they did not.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub wire_variants: BTreeMap<String, u64>,
 }
 
 /// One fault step as it happened in a round's window.
@@ -285,6 +296,21 @@ pub struct GateVerdict {
     pub threshold: f64,
     pub passed: bool,
     pub detail: String,
+    /// The gate does not apply to the target run (a ratio between accelerator cells against a
+    /// broker without accelerator toggles): neither held nor failed, `passed` stays true.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub not_applicable: bool,
+}
+
+impl GateVerdict {
+    /// `holds`, `FAILED` or `not applicable`.
+    pub fn word(&self) -> &'static str {
+        match (self.not_applicable, self.passed) {
+            (true, _) => "not applicable",
+            (false, true) => "holds",
+            (false, false) => "FAILED",
+        }
+    }
 }
 
 impl<T: Nan + Copy> Statement<T> {
@@ -507,6 +533,7 @@ mod tests {
             series: vec![],
             histograms: BTreeMap::new(),
             faults: Vec::new(),
+            wire_variants: BTreeMap::new(),
         };
         let v = serde_json::to_value(&r).unwrap();
         assert_eq!(v["acked_messages"], 10.0);
@@ -541,6 +568,7 @@ mod tests {
             series: vec![],
             histograms: BTreeMap::new(),
             faults: Vec::new(),
+            wire_variants: BTreeMap::new(),
         };
         let mut v = serde_json::to_value(&r).unwrap();
         v.as_object_mut()

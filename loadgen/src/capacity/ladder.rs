@@ -115,6 +115,7 @@ impl Search<'_> {
                 0 => self.seed,
                 n => self.seed.wrapping_add(n as u64 * 7919),
             },
+            run_tag: self.env.run_tag.clone(),
         }
     }
 

@@ -193,6 +193,7 @@ impl Measured {
             audit,
             series: seen.series,
             faults: seen.faults,
+            wire_variants: ctx.variants.snapshot(),
             histograms: histograms
                 .iter()
                 .map(|(k, h)| (k.clone(), encode_histogram(h)))

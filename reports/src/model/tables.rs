@@ -237,6 +237,8 @@ pub struct GateRow {
     pub measured: String,
     pub threshold: String,
     pub passed: bool,
+    /// `holds`, `FAILED` or `not applicable`.
+    pub verdict: &'static str,
     pub detail: String,
 }
 
@@ -382,6 +384,7 @@ pub(super) fn gate_rows(r: &Results) -> Vec<GateRow> {
             measured: measured_text(&g.measured),
             threshold: format_number(g.threshold),
             passed: g.passed,
+            verdict: g.word(),
             detail: g.detail.clone(),
         })
         .collect()

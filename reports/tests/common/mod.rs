@@ -365,6 +365,7 @@ fn round(
         series,
         histograms,
         faults: Vec::new(),
+        wire_variants: BTreeMap::new(),
     }
 }
 
@@ -477,6 +478,7 @@ pub fn results_sized(rounds: u32, seconds: usize, samples: usize) -> Results {
                 external: false,
                 url: None,
                 binary: Some("target/release/ackbench-broker".into()),
+                ..Default::default()
             },
             notes: vec![
                 "Closing pg_stat_database / pg_stat_wal snapshots taken after the broker's connections closed (counters lag while busy).".into(),
@@ -490,6 +492,7 @@ pub fn results_sized(rounds: u32, seconds: usize, samples: usize) -> Results {
             threshold: 0.7,
             passed: measured.max <= 0.7,
             detail: "every round within the threshold".into(),
+            not_applicable: false,
         }],
     }
 }
