@@ -185,6 +185,18 @@ pub struct Audit {
     pub duplicates: u64,
     /// True when the drain finished: every partition's cursor reached its end, no live lease.
     pub drained: bool,
+    /// True when the target's DLQ listing could not be read: the audit could not check that
+    /// what the broker answered `dlq: true` for is in the DLQ.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub dlq_unchecked: bool,
+    /// Of `dead_lettered`, those the broker answered `dlq: true` for whose DLQ row went
+    /// unchecked (`dlq_unchecked`): counted dead-lettered on the broker's word, not lost.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub dead_lettered_unconfirmed: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl Audit {
@@ -198,6 +210,17 @@ impl Audit {
         self.passed() && self.undrained == 0
     }
 
+    /// What the audit could not check, in words; empty when it checked everything.
+    pub fn unchecked_words(&self) -> String {
+        if !self.dlq_unchecked {
+            return String::new();
+        }
+        format!(
+            "the DLQ listing could not be read, so {} dead letters rest on the broker's dlq answers, unconfirmed",
+            self.dead_lettered_unconfirmed
+        )
+    }
+
     pub fn add(&mut self, other: &Audit) {
         self.pushed += other.pushed;
         self.acked += other.acked;
@@ -207,6 +230,8 @@ impl Audit {
         self.undrained += other.undrained;
         self.duplicates += other.duplicates;
         self.drained = self.drained && other.drained;
+        self.dead_lettered_unconfirmed += other.dead_lettered_unconfirmed;
+        self.dlq_unchecked |= other.dlq_unchecked;
     }
 }
 

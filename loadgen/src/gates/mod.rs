@@ -142,7 +142,7 @@ fn audit_verdicts(results: &Results) -> Vec<GateVerdict> {
                 threshold: 0.0,
                 passed: audit_passed(a, results.complete),
                 detail: format!(
-                    "pushed {}, acked {}, dead-lettered {}, dropped {}, lost {}, undrained {}, duplicates {}{}",
+                    "pushed {}, acked {}, dead-lettered {}, dropped {}, lost {}, undrained {}, duplicates {}{}{}",
                     a.pushed,
                     a.acked,
                     a.dead_lettered,
@@ -154,6 +154,10 @@ fn audit_verdicts(results: &Results) -> Vec<GateVerdict> {
                         (true, _) => "",
                         (false, true) => " (drain did not finish: loss neither proven nor ruled out)",
                         (false, false) => " (run interrupted: undrained messages were in flight, not lost)",
+                    },
+                    match a.dlq_unchecked {
+                        true => format!("; not checked: {}", a.unchecked_words()),
+                        false => String::new(),
                     }
                 ),
                 not_applicable: false,

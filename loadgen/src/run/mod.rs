@@ -187,7 +187,7 @@ fn one_line(cr: &CellRound<'_>, r: &RoundResults) -> String {
 
 pub fn audit_words(a: &Audit) -> String {
     format!(
-        "{} (pushed {}, acked {}, dlq {}, dropped {}, lost {}, undrained {}, duplicates {}{})",
+        "{} (pushed {}, acked {}, dlq {}, dropped {}, lost {}, undrained {}, duplicates {}{}{})",
         if !a.passed() {
             "LOST MESSAGES"
         } else if a.undrained > 0 {
@@ -202,7 +202,11 @@ pub fn audit_words(a: &Audit) -> String {
         a.lost,
         a.undrained,
         a.duplicates,
-        if a.drained { "" } else { ", not drained" }
+        if a.drained { "" } else { ", not drained" },
+        match a.dlq_unchecked {
+            true => format!("; not checked: {}", a.unchecked_words()),
+            false => String::new(),
+        }
     )
 }
 

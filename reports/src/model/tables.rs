@@ -202,6 +202,9 @@ pub(super) fn audit_text(a: &Audit) -> String {
     if !a.drained {
         t.push_str(", not drained");
     }
+    if a.dlq_unchecked {
+        t.push_str(&format!("; not checked: {}", a.unchecked_words()));
+    }
     t
 }
 

@@ -229,11 +229,18 @@ fn audit_item(r: &Results) -> (Status, String) {
     }
     let pushed: u64 = r.cells.iter().map(|c| c.summary.audit.pushed).sum();
     let dups: u64 = r.cells.iter().map(|c| c.summary.audit.duplicates).sum();
-    let text = format!(
+    let mut text = format!(
         "Audit passed: every one of {} pushed messages was acked, dead-lettered or dropped by policy; {} duplicate deliveries.",
         group_thousands(pushed as f64),
         group_thousands(dups as f64)
     );
+    for c in r.cells.iter().filter(|c| c.summary.audit.dlq_unchecked) {
+        text.push_str(&format!(
+            " Not checked in {}: {}.",
+            c.name,
+            c.summary.audit.unchecked_words()
+        ));
+    }
     (Status::Passed, text)
 }
 

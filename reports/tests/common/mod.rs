@@ -361,6 +361,7 @@ fn round(
             undrained: 0,
             duplicates,
             drained: true,
+            ..Default::default()
         },
         series,
         histograms,
