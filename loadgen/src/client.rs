@@ -450,9 +450,18 @@ impl BrokerClient {
     }
 }
 
+/// What `encode` leaves as it is: letters, digits and RFC 3986's other unreserved characters
+/// (`-`, `.`, `_`, `~`), so queue and group names reach a broker that does not decode its path
+/// parameters (Queen's uWebSockets routes) as they were written.
+const ENCODED: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~');
+
 /// Percent-encodes a path segment or query value.
 pub fn encode(s: &str) -> String {
-    percent_encoding::utf8_percent_encode(s, percent_encoding::NON_ALPHANUMERIC).to_string()
+    percent_encoding::utf8_percent_encode(s, ENCODED).to_string()
 }
 
 #[cfg(test)]
@@ -465,6 +474,12 @@ mod tests {
         assert_eq!(e.base, "http://127.0.0.1:6632");
         assert_eq!(e.authority, "127.0.0.1:6632");
         assert_eq!(Endpoint::parse("http://broker").authority, "broker:80");
+    }
+
+    #[test]
+    fn names_keep_their_unreserved_characters() {
+        assert_eq!(encode("smoke-q_1.x~"), "smoke-q_1.x~");
+        assert_eq!(encode("a b/c?"), "a%20b%2Fc%3F");
     }
 
     #[test]
