@@ -318,6 +318,8 @@ pub struct GateVerdict {
     pub gate: String,
     pub kind: String,
     pub measured: Spread,
+    /// NaN (`null`) where a gate has no bound to show.
+    #[serde(deserialize_with = "crate::stats::nullable")]
     pub threshold: f64,
     pub passed: bool,
     pub detail: String,

@@ -53,12 +53,13 @@ pub fn evaluate(results: &Results, gates: &[Gate], baseline: Option<&Baseline>) 
             GateCheck::Ratio {
                 numerator,
                 denominator,
-                ..
+                max,
+                min,
             } if target_cell(results).is_some() => Ok(not_applicable(
                 results,
                 gate,
-                numerator.name(),
-                denominator.name(),
+                (numerator.name(), denominator.name()),
+                max.or(*min).unwrap_or(f64::NAN),
             )),
             GateCheck::Ratio {
                 numerator,
@@ -105,7 +106,12 @@ fn target_cell(results: &Results) -> Option<&str> {
 }
 
 /// A ratio gate between accelerator cells, against a target that has no such cells.
-fn not_applicable(results: &Results, gate: &Gate, num: &str, den: &str) -> GateVerdict {
+fn not_applicable(
+    results: &Results,
+    gate: &Gate,
+    (num, den): (&str, &str),
+    threshold: f64,
+) -> GateVerdict {
     GateVerdict {
         gate: gate.name.clone(),
         kind: "ratio".into(),
@@ -114,7 +120,7 @@ fn not_applicable(results: &Results, gate: &Gate, num: &str, den: &str) -> GateV
             min: f64::NAN,
             max: f64::NAN,
         },
-        threshold: f64::NAN,
+        threshold,
         passed: true,
         detail: format!(
             "{} of {num} / {den}: not applicable to {}, an external broker whose accelerators this run cannot switch",
