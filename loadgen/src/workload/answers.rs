@@ -7,7 +7,9 @@
 //! 200 with `messages: []` (with `success: false` and an `error` such as
 //! `no_available_partition` when not waiting) instead of 204; popped messages without `queue` or
 //! `deliveryAttempt`; queue mode's group reported as `__QUEUE_MODE__` instead of null; ack
-//! answers without `noop`, and `Message not found` for an unknown transactionId.
+//! answers without `noop`, `Message not found` for an unknown transactionId, and an ack
+//! answer's `index` that is not the item's position in the request (Queen's server combines
+//! concurrent requests into one SQL call and reports the place in that).
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -27,10 +29,11 @@ pub enum Variant {
     QueueModeGroupNamed,
     AckWithoutNoop,
     AckMessageNotFound,
+    AckIndexNotPosition,
 }
 
 impl Variant {
-    pub const ALL: [Variant; 8] = [
+    pub const ALL: [Variant; 9] = [
         Variant::PushAnswered200,
         Variant::EmptyPopAnswered200,
         Variant::EmptyPopRefused,
@@ -39,6 +42,7 @@ impl Variant {
         Variant::QueueModeGroupNamed,
         Variant::AckWithoutNoop,
         Variant::AckMessageNotFound,
+        Variant::AckIndexNotPosition,
     ];
 
     /// What the variant is, as results.json names it.
@@ -54,6 +58,9 @@ impl Variant {
             Variant::QueueModeGroupNamed => "queue mode reported as consumerGroup __QUEUE_MODE__ (not null)",
             Variant::AckWithoutNoop => "ack answers carry no noop",
             Variant::AckMessageNotFound => "ack of an unknown transactionId answered \"Message not found\"",
+            Variant::AckIndexNotPosition => {
+                "ack answers' index is not the item's position in the request (matched by transactionId)"
+            }
         }
     }
 }
@@ -178,6 +185,9 @@ pub fn note_acks(answers: &[AckAnswer<'_>], variants: &Variants) {
         .any(|a| a.error.as_deref() == Some("Message not found"))
     {
         variants.saw(Variant::AckMessageNotFound);
+    }
+    if answers.iter().enumerate().any(|(i, a)| a.index != i) {
+        variants.saw(Variant::AckIndexNotPosition);
     }
 }
 

@@ -348,7 +348,7 @@ fn record_answers(
     let now = now_us();
     let measuring = ctx.latency.measuring();
     for (i, m) in items.messages.iter().enumerate() {
-        let Some(r) = answer_for(results, i) else {
+        let Some(r) = answer_for(results, i, &m.transaction_id) else {
             ctx.error(format!("ack answer has no element for index {i}"));
             continue;
         };
@@ -380,11 +380,20 @@ fn settled_before(r: &AckAnswer<'_>) -> bool {
     (r.success && r.noop()) || r.lease_refused()
 }
 
-/// The answer to request item `i` (answers come in request order; searched otherwise).
-fn answer_for<'r, 'a>(results: &'r [AckAnswer<'a>], i: usize) -> Option<&'r AckAnswer<'a>> {
+/// The answer to request item `i`, whose transactionId is `txn`: answers come in request order
+/// with `index` the item's position; else searched by index, then by transactionId (Queen's
+/// `index` is the item's place in the SQL batch its server combined several requests into).
+fn answer_for<'r, 'a>(
+    results: &'r [AckAnswer<'a>],
+    i: usize,
+    txn: &str,
+) -> Option<&'r AckAnswer<'a>> {
     match results.get(i) {
-        Some(r) if r.index == i => Some(r),
-        _ => results.iter().find(|r| r.index == i),
+        Some(r) if r.index == i && r.transaction_id == txn => Some(r),
+        _ => results
+            .iter()
+            .find(|r| r.index == i && r.transaction_id == txn)
+            .or_else(|| results.iter().find(|r| r.transaction_id == txn)),
     }
 }
 
@@ -493,8 +502,17 @@ mod tests {
                 {"index":0,"transactionId":"a","success":false,"error":"x","leaseReleased":false,"dlq":false,"noop":false}]"#,
         )
         .unwrap();
-        assert_eq!(answer_for(&results, 0).unwrap().transaction_id, "a");
-        assert_eq!(answer_for(&results, 1).unwrap().transaction_id, "b");
-        assert!(answer_for(&results, 2).is_none());
+        assert_eq!(answer_for(&results, 0, "a").unwrap().transaction_id, "a");
+        assert_eq!(answer_for(&results, 1, "b").unwrap().transaction_id, "b");
+        assert!(answer_for(&results, 2, "c").is_none());
+        let queen: Vec<AckAnswer<'_>> = serde_json::from_str(
+            r#"[{"index":3,"transactionId":"a","success":true,"error":null,"dlq":false}]"#,
+        )
+        .unwrap();
+        assert_eq!(
+            answer_for(&queen, 0, "a").unwrap().index,
+            3,
+            "Queen's index is its SQL batch's"
+        );
     }
 }
