@@ -401,8 +401,15 @@ impl BrokerClient {
         Connection::new(self.endpoint.clone())
     }
 
+    /// One control-plane exchange, sent once more on a fresh connection when the first got no
+    /// answer: the shared connection idles between window edges, and a server may close an idle
+    /// keep-alive connection (Queen's does after about 10 s). Every control call is idempotent.
     async fn control(&self, method: &str, path: &str, body: &[u8]) -> Result<Answer> {
-        self.control.lock().await.send(method, path, body).await
+        let mut conn = self.control.lock().await;
+        match conn.send(method, path, body).await {
+            Err(e) if e.retryable => conn.send(method, path, body).await,
+            answer => answer,
+        }
     }
 
     pub async fn health(&self) -> Result<()> {
