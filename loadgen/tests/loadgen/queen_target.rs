@@ -15,7 +15,7 @@ use ackbench_wire::PushResultRef;
 use serde_json::Value;
 
 use crate::common::recorded_queen::{fixture, RecordedQueen};
-use crate::common::{ackbench, temp_dir, Outcome};
+use crate::common::{ackbench, one_real_run_at_a_time, temp_dir, Outcome};
 
 /// The recorded answer body of fixture `name`, as the server sent it.
 fn body(name: &str) -> String {
@@ -203,8 +203,10 @@ denominator = "none"
 max = 0.9
 "#;
 
-/// Runs `ackbench run SCENARIO --broker-url <recorded Queen> ARGS` in a scratch directory.
+/// Runs `ackbench run SCENARIO --broker-url <recorded Queen> ARGS` in a scratch directory (one
+/// run at a time with the other tests' real runs, whose figures it would skew).
 fn run_against_recorded_queen(name: &str, args: &[&str]) -> (Outcome, std::path::PathBuf) {
+    let _one = one_real_run_at_a_time();
     let dir = temp_dir("queen", name);
     let out = dir.join("out");
     let runtime = tokio::runtime::Runtime::new().unwrap();
@@ -267,6 +269,46 @@ fn a_run_against_recorded_queen_ends_with_a_report_and_nothing_lost() {
     );
     let figures = &cell.rounds[0].figures;
     assert!(figures.ack_throughput > 0.0 && figures.push_throughput > 0.0);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn the_brokers_own_database_is_measured_but_never_created_or_dropped() {
+    let cluster = throwaway_pg::shared();
+    let url = cluster.create_database("recorded_queen_own").unwrap();
+    cluster
+        .psql(
+            "recorded_queen_own",
+            "CREATE TABLE kept (x int); INSERT INTO kept VALUES (7)",
+        )
+        .unwrap();
+    let (outcome, dir) = run_against_recorded_queen(
+        "own-db",
+        &["--target-kind", "queen-rows", "--database-url", &url],
+    );
+    assert_eq!(outcome.code, 0, "stderr:\n{}", outcome.stderr);
+    assert_eq!(
+        cluster
+            .psql("recorded_queen_own", "SELECT x FROM kept")
+            .unwrap(),
+        "7",
+        "the database and what it held survive the run"
+    );
+    let databases = cluster
+        .psql(
+            "postgres",
+            "SELECT string_agg(datname, ',') FROM pg_database",
+        )
+        .unwrap();
+    assert!(!databases.contains("ackbench_"), "{databases}");
+    let text = std::fs::read_to_string(dir.join("out/results.json")).unwrap();
+    let r = Results::from_json(&text).unwrap();
+    assert!(!r.meta.postgres.embedded);
+    let figures = &r.cells[0].rounds[0].figures;
+    assert!(
+        figures.commits.is_finite(),
+        "counters were read from that database"
+    );
     let _ = std::fs::remove_dir_all(dir);
 }
 
