@@ -76,6 +76,7 @@ impl Env {
             run_tag,
         })
     }
+
     /// Whether every peer among `cells` can be installed on the measured PostgreSQL; the error
     /// says what to install (or that a peer needs the measured PostgreSQL at all).
     pub async fn check_peers(&self, cells: &[Cell]) -> Result<(), String> {
