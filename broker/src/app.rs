@@ -9,6 +9,7 @@ use uuid::Uuid;
 use crate::ack::fusion::AckFusion;
 use crate::ack::registry::AckRegistry;
 use crate::config::Config;
+use crate::crypto::Sealer;
 use crate::longpoll::LongPoll;
 use crate::metrics::Metrics;
 use crate::pop::fusion::PopFusion;
@@ -17,6 +18,7 @@ use crate::pop::stats::PopStats;
 use crate::pop::PartitionIds;
 use crate::push::fusion::{PushFusion, Settings as PushFusionSettings, Sink};
 use crate::push::written::on_pushed;
+use crate::queue_meta::QueueMetas;
 use crate::segment_cache::SegmentCache;
 use crate::storage::DbError;
 
@@ -41,6 +43,10 @@ pub struct App {
     pub pop_stats: PopStats,
     /// Push fusion, when `QUEEN_PUSH_FUSION` is on.
     pub push_fusion: Option<PushFusion>,
+    /// Seals and opens the payloads of encrypted queues, when `QUEEN_ENCRYPTION_KEY` is set.
+    pub sealer: Option<Arc<Sealer>>,
+    /// Queues' push-relevant options (maxSize, encryption), held briefly.
+    pub queue_metas: QueueMetas,
 }
 
 impl App {
@@ -63,7 +69,8 @@ impl App {
                     max_inflight: app.config.push_fusion_max_inflight,
                     hold: std::time::Duration::from_millis(app.config.push_fusion_hold_ms),
                 };
-                app.push_fusion = Some(PushFusion::start(app.pool.clone(), settings, sink));
+                let (pool, sealer) = (app.pool.clone(), app.sealer.clone());
+                app.push_fusion = Some(PushFusion::start(pool, settings, sink, sealer));
             }
             app
         })
@@ -99,6 +106,11 @@ impl App {
             partition_ids: PartitionIds::default(),
             pop_stats: PopStats::default(),
             push_fusion: None,
+            sealer: config
+                .encryption_key
+                .as_ref()
+                .map(|k| Arc::new(Sealer::new(k))),
+            queue_metas: QueueMetas::default(),
             config,
             pool,
             metrics: Metrics::default(),

@@ -24,7 +24,7 @@ pub struct Config {
     /// deliberately breaks fusion (one commit per ack) so tests can prove the gates catch it.
     pub ack_fusion_max_rows: usize,
     /// Push fusion (`QUEEN_PUSH_FUSION`): concurrent pushes commit together through
-    /// `log_push_multi_v1`; off, every request is one `log_push_v1` call.
+    /// `log_push_multi_v2`; off, every request is one `log_push_v2` call.
     pub push_fusion: bool,
     pub push_fusion_shards: usize,
     /// Ready partitions one push flush may bundle into one call.
@@ -58,6 +58,9 @@ pub struct Config {
     pub pop_fusion_hold_ms: u64,
     /// `QUEEN_SEGMENT_CACHE_MB`: decoded segments held for pops (0 turns the cache off).
     pub segment_cache_mb: usize,
+    /// `QUEEN_ENCRYPTION_KEY`: the AES-256-GCM key of queues with `encryptionEnabled` (64 hex
+    /// characters). Without it such queues cannot be configured.
+    pub encryption_key: Option<[u8; 32]>,
 }
 
 /// A configuration variable that could not be used, named.
@@ -182,6 +185,7 @@ impl Config {
             pop_fusion_shards: vars.number("QUEEN_POP_FUSION_SHARDS", 4, 1, 1024)?,
             pop_fusion_hold_ms: vars.number("QUEEN_POP_FUSION_HOLD_MS", 3, 1, 60_000)?,
             segment_cache_mb: vars.number("QUEEN_SEGMENT_CACHE_MB", 256, 0, 1 << 20)?,
+            encryption_key: encryption_key(&vars)?,
         })
     }
 
@@ -227,6 +231,30 @@ impl<F: Fn(&str) -> Option<String>> Vars<'_, F> {
             Some(other) => Err(bad(name, format!("`{other}` is not 0 or 1"))),
         }
     }
+}
+
+/// `QUEEN_ENCRYPTION_KEY`, when set: exactly 64 hex characters, the 32 bytes of the key.
+fn encryption_key<F: Fn(&str) -> Option<String>>(
+    vars: &Vars<'_, F>,
+) -> Result<Option<[u8; 32]>, ConfigError> {
+    const NAME: &str = "QUEEN_ENCRYPTION_KEY";
+    let Some(hex) = vars.get(NAME) else {
+        return Ok(None);
+    };
+    if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(bad(
+            NAME,
+            format!(
+                "must be 64 hex characters (a 32-byte AES-256 key), got {} characters",
+                hex.len()
+            ),
+        ));
+    }
+    let mut key = [0u8; 32];
+    for (i, byte) in key.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).expect("checked hex digits");
+    }
+    Ok(Some(key))
 }
 
 fn database_config<F: Fn(&str) -> Option<String>>(
@@ -303,11 +331,24 @@ mod tests {
             ("QUEEN_PUSH_BUNDLE_MAX", "many"),
             ("QUEEN_PUSH_FUSION_MAX_INFLIGHT", "0"),
             ("QUEEN_PUSH_FUSION_HOLD_MS", "0"),
+            ("QUEEN_ENCRYPTION_KEY", "abc"),
+            ("QUEEN_ENCRYPTION_KEY", &"g".repeat(64)),
         ] {
             let err = with(&[(name, value)]).unwrap_err();
             assert_eq!(err.variable, name, "{err}");
             assert!(err.to_string().contains(name));
         }
+    }
+
+    #[test]
+    fn an_encryption_key_is_read_as_32_bytes() {
+        assert_eq!(with(&[]).unwrap().encryption_key, None);
+        let hex = "00ff".repeat(16);
+        let key = with(&[("QUEEN_ENCRYPTION_KEY", &hex)])
+            .unwrap()
+            .encryption_key
+            .unwrap();
+        assert_eq!((key[0], key[1], key[31]), (0x00, 0xff, 0xff));
     }
 
     #[test]

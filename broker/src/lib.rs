@@ -20,11 +20,14 @@
 pub mod ack;
 pub mod app;
 pub mod config;
+pub mod crypto;
 pub mod http;
 pub mod longpoll;
 pub mod metrics;
 pub mod pop;
 pub mod push;
+pub mod queue_meta;
+pub mod queues;
 pub mod retention;
 pub mod routes;
 pub mod segment;

@@ -9,10 +9,12 @@
 //! between its empty query and its wait is never missed. An ack that releases a lease wakes one
 //! waiter of its group too: the rest of that partition became poppable without any push (the
 //! partition's queue is learned from the pops that delivered it). Pushes through another broker
-//! and lease expiries are picked up by the pop's periodic re-check.
+//! and lease expiries are picked up by the pop's periodic re-check. Deleting a queue closes the
+//! slots parked on it (and on its named partitions) and wakes all their waiters, which answer
+//! empty at once; later pops park on fresh slots.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::Notify;
@@ -32,6 +34,14 @@ pub enum Scope {
 pub struct Slot {
     pub notify: Notify,
     parked: AtomicUsize,
+    /// The queue was deleted: a waiter woken here answers empty instead of looking again.
+    closed: AtomicBool,
+}
+
+impl Slot {
+    pub fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::SeqCst)
+    }
 }
 
 /// Counts a pop as parked on its slot for as long as it lives.
@@ -101,6 +111,29 @@ impl LongPoll {
                 }
             }
         }
+    }
+
+    /// The tenant's `queue` was deleted: the slots parked on it and on its named partitions
+    /// are closed and every one of their waiters is woken.
+    pub fn queue_deleted(&self, tenant: Uuid, queue: &str) {
+        let mut map = self.slots.lock().expect("long-poll lock");
+        let gone: Vec<Scope> = map
+            .keys()
+            .filter(|scope| match scope {
+                Scope::Queue(t, q) | Scope::Partition(t, q, _) => *t == tenant && q == queue,
+                Scope::AnyQueueOf(_) => false,
+            })
+            .cloned()
+            .collect();
+        for scope in gone {
+            for slot in map.remove(&scope).into_iter().flat_map(|g| g.into_values()) {
+                slot.closed.store(true, Ordering::SeqCst);
+                slot.notify.notify_waiters();
+            }
+        }
+        drop(map);
+        let mut learned = self.queues.lock().expect("long-poll lock");
+        learned.retain(|_, (t, q, _)| !(*t == tenant && q == queue));
     }
 
     /// `messages` were pushed to `queue` of `tenant` (to `partition`, when one is named):

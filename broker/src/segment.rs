@@ -5,10 +5,18 @@
 //! a format byte, the frame count (u32 LE), then per frame the 16-byte message id, the
 //! transactionId length (u32 LE) and bytes, the payload length (u32 LE) and bytes. The whole is
 //! LZ4-compressed with its uncompressed size prepended.
+//!
+//! Format byte 1 holds payloads as pushed; format byte 2 (queues with `encryptionEnabled`)
+//! holds each payload sealed by `crypto::Sealer` (nonce, ciphertext, tag; the message id bound
+//! as associated data), the rest of the layout unchanged. `decode_raw` gives back format 1
+//! (payloads opened), which is all the segment cache and the pop path ever hold.
 
 use uuid::Uuid;
 
+use crate::crypto::{self, Sealer};
+
 const FORMAT_V1: u8 = 1;
+const FORMAT_SEALED: u8 = 2;
 
 /// A frame as the push path packs it.
 pub struct FrameRef<'a> {
@@ -17,17 +25,43 @@ pub struct FrameRef<'a> {
     pub payload: &'a [u8],
 }
 
-/// A frame unpacked from a stored blob.
+/// A frame unpacked from a stored blob, its payload as stored.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Frame {
     pub message_id: Uuid,
     pub transaction_id: String,
+    /// The payload as pushed, or sealed (see `sealed`).
     pub payload: Vec<u8>,
+    /// The payload is sealed (an encrypted queue's segment): open it with `crypto::Sealer`.
+    pub sealed: bool,
 }
 
 /// Packs and compresses frames into a blob.
 pub fn pack(frames: &[FrameRef<'_>]) -> Vec<u8> {
     compress(&pack_raw(frames))
+}
+
+/// Packs frames into a blob, their payloads sealed when `sealer` is given (an encrypted queue).
+pub fn pack_with(frames: &[FrameRef<'_>], sealer: Option<&Sealer>) -> Vec<u8> {
+    let Some(sealer) = sealer else {
+        return pack(frames);
+    };
+    let sealed: Vec<Vec<u8>> = frames
+        .iter()
+        .map(|f| sealer.seal(f.payload, f.message_id))
+        .collect();
+    let refs: Vec<FrameRef<'_>> = frames
+        .iter()
+        .zip(&sealed)
+        .map(|(f, payload)| FrameRef {
+            message_id: f.message_id,
+            transaction_id: f.transaction_id,
+            payload,
+        })
+        .collect();
+    let mut raw = pack_raw(&refs);
+    raw[0] = FORMAT_SEALED;
+    compress(&raw)
 }
 
 /// Lays frames out uncompressed (what `compress` turns into a blob, and what the segment cache
@@ -60,11 +94,44 @@ pub fn decompress(blob: &[u8]) -> Result<Vec<u8>, String> {
     lz4_flex::decompress_size_prepended(blob).map_err(|e| format!("corrupt segment: {e}"))
 }
 
-/// Decompresses and unpacks every frame of a blob.
-pub fn unpack(blob: &[u8]) -> Result<Vec<Frame>, String> {
+/// Decompresses a blob into the format-1 layout: a sealed segment's payloads are opened with
+/// `sealer` (an error naming the message when there is no key or it does not open them).
+pub fn decode_raw(blob: &[u8], sealer: Option<&Sealer>) -> Result<Vec<u8>, String> {
     let raw = decompress(blob)?;
-    let mut r = Cursor::new(&raw);
-    r.header()?;
+    if raw.first() != Some(&FORMAT_SEALED) {
+        return Ok(raw);
+    }
+    let frames = unpack_raw(&raw)?;
+    let opened = frames
+        .iter()
+        .map(|f| crypto::open_with(sealer, &f.payload, f.message_id))
+        .collect::<Result<Vec<_>, _>>()?;
+    let refs: Vec<FrameRef<'_>> = frames
+        .iter()
+        .zip(&opened)
+        .map(|(f, payload)| FrameRef {
+            message_id: f.message_id,
+            transaction_id: &f.transaction_id,
+            payload,
+        })
+        .collect();
+    Ok(pack_raw(&refs))
+}
+
+/// Decompresses and unpacks every frame of a blob, payloads as stored (see `Frame::sealed`).
+pub fn unpack(blob: &[u8]) -> Result<Vec<Frame>, String> {
+    unpack_raw(&decompress(blob)?)
+}
+
+/// Unpacks an uncompressed segment of either format.
+fn unpack_raw(raw: &[u8]) -> Result<Vec<Frame>, String> {
+    let sealed = raw.first() == Some(&FORMAT_SEALED);
+    let mut r = Cursor::new(raw);
+    if sealed {
+        r.take(1)?;
+    } else {
+        r.header()?;
+    }
     let count = r.u32()? as usize;
     let mut frames = Vec::with_capacity(count.min(1 << 16));
     for _ in 0..count {
@@ -78,6 +145,7 @@ pub fn unpack(blob: &[u8]) -> Result<Vec<Frame>, String> {
             message_id,
             transaction_id,
             payload,
+            sealed,
         });
     }
     Ok(frames)
@@ -147,6 +215,31 @@ mod tests {
         assert_eq!(out[0].payload, br#"{"a":1}"#);
         assert_eq!(out[1].transaction_id, "");
         assert_eq!(out[1].payload, b"null");
+    }
+
+    #[test]
+    fn sealed_segments_hide_payloads_and_decode_to_format_one() {
+        let sealer = Sealer::new(&[3; 32]);
+        let id = Uuid::now_v7();
+        let frames = [FrameRef {
+            message_id: id,
+            transaction_id: "t",
+            payload: br#"{"secret":"plain"}"#,
+        }];
+        let blob = pack_with(&frames, Some(&sealer));
+        let stored = unpack(&blob).unwrap();
+        assert!(stored[0].sealed);
+        assert!(!decompress(&blob)
+            .unwrap()
+            .windows(6)
+            .any(|w| w == b"secret"));
+        assert_eq!(decode_raw(&blob, Some(&sealer)).unwrap(), pack_raw(&frames));
+        assert!(decode_raw(&blob, None).is_err(), "no key");
+        assert!(
+            decode_raw(&blob, Some(&Sealer::new(&[4; 32]))).is_err(),
+            "another key"
+        );
+        assert_eq!(decode_raw(&pack(&frames), None).unwrap(), pack_raw(&frames));
     }
 
     #[test]

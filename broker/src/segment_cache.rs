@@ -45,9 +45,14 @@ pub struct DecodedSegment {
 }
 
 impl DecodedSegment {
-    /// Decodes a stored blob (see `segment`).
-    pub fn decode(base: i64, created: SystemTime, blob: &[u8]) -> Result<DecodedSegment, String> {
-        let raw = crate::segment::decompress(blob)?;
+    /// Decodes a stored blob (see `segment`), opening sealed payloads with `sealer`.
+    pub fn decode(
+        base: i64,
+        created: SystemTime,
+        blob: &[u8],
+        sealer: Option<&crate::crypto::Sealer>,
+    ) -> Result<DecodedSegment, String> {
+        let raw = crate::segment::decode_raw(blob, sealer)?;
         DecodedSegment::from_raw(base, created, raw)
     }
 
@@ -191,6 +196,21 @@ impl SegmentCache {
         }
     }
 
+    /// Drops every held segment of these partitions (their queue was deleted).
+    pub fn forget_partitions(&self, partitions: &[Uuid]) {
+        let mut s = self.state.lock().expect("segment cache lock");
+        for pid in partitions {
+            let Some(bases) = s.by_partition.remove(pid) else {
+                continue;
+            };
+            for base in bases.keys() {
+                if let Some(old) = s.lru.pop(&(*pid, *base)) {
+                    s.bytes -= old.bytes();
+                }
+            }
+        }
+    }
+
     /// The held segments of `partition` overlapping offsets `from..=to`, at most `limit`
     /// (the earliest first).
     pub fn overlapping(
@@ -265,7 +285,8 @@ mod tests {
     #[test]
     fn decoded_frames_match_what_was_packed() {
         let (ids, txns) = frames(3);
-        let seg = DecodedSegment::decode(10, SystemTime::now(), &pack(&refs(&ids, &txns))).unwrap();
+        let seg =
+            DecodedSegment::decode(10, SystemTime::now(), &pack(&refs(&ids, &txns)), None).unwrap();
         assert_eq!((seg.base, seg.end(), seg.len()), (10, 12, 3));
         let f = seg.frame_at(11).unwrap();
         assert_eq!(f.message_id, ids[1]);

@@ -13,6 +13,9 @@ pub struct ErrorBody {
     pub error: String,
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub invalid: Option<String>,
+    /// A push refused for a queue's `maxSize` (409): the queue, limit, depth and push size.
+    #[serde(flatten, skip_serializing_if = "Option::is_none", default)]
+    pub queue_full: Option<QueueFull>,
 }
 
 /// One element of the push answer (ids are snake_case on this route, as in Queen).
@@ -92,6 +95,15 @@ pub struct QueueOptions {
     pub dedup_window_seconds: i32,
     pub completed_retention_seconds: i32,
     pub retention_seconds: i32,
+    pub delayed_processing: i32,
+    pub window_buffer: i32,
+    pub max_size: i64,
+    pub priority: i32,
+    pub encryption_enabled: bool,
+    pub retention_enabled: bool,
+    pub ttl: i32,
+    pub retry_delay: i32,
+    pub max_wait_time_seconds: i32,
 }
 
 /// The answer of `POST /api/v1/configure`.
@@ -104,32 +116,145 @@ pub struct ConfigureResponse {
     pub namespace: String,
     pub task: String,
     pub options: QueueOptions,
+    /// Options of the request this broker does not know: accepted without effect, as Queen does.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ignored: Vec<String>,
 }
 
-/// One dead-lettered message as `GET /api/v1/dlq` lists it.
+/// One queue as `GET /api/v1/resources/queues` lists it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct QueueSummary {
+    pub id: String,
+    pub name: String,
+    pub namespace: String,
+    pub task: String,
+    pub options: QueueOptions,
+    pub partitions: i64,
+    /// Unconsumed messages in queue mode.
+    pub depth: i64,
+    pub created_at: String,
+}
+
+/// The answer of `GET /api/v1/resources/queues`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct QueueList {
+    pub queues: Vec<QueueSummary>,
+}
+
+/// One consumer group's cursor on a partition.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct GroupCursor {
+    /// `null` in queue mode.
+    pub consumer_group: Option<String>,
+    /// The last committed offset (-1 = none).
+    pub committed: i64,
+    /// A lease is live on the partition for this group.
+    pub leased: bool,
+}
+
+/// One partition of `GET /api/v1/resources/queues/:queue`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct PartitionDetail {
+    pub name: String,
+    pub id: String,
+    /// The last offset written (-1 = none).
+    pub last_offset: i64,
+    /// Unconsumed messages in queue mode.
+    pub depth: i64,
+    pub consumers: Vec<GroupCursor>,
+}
+
+/// The answer of `GET /api/v1/resources/queues/:queue`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct QueueDetail {
+    pub id: String,
+    pub name: String,
+    pub namespace: String,
+    pub task: String,
+    pub options: QueueOptions,
+    /// Unconsumed messages in queue mode.
+    pub depth: i64,
+    pub created_at: String,
+    pub partitions: Vec<PartitionDetail>,
+}
+
+/// The answer of `DELETE /api/v1/resources/queues/:queue`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct QueueDeleted {
+    pub deleted: bool,
+    pub queue: String,
+}
+
+/// One dead-lettered message as `GET /api/v1/dlq` lists it, in Queen's shape. Fields a
+/// Queen server may leave out are optional (the load generator reads either).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct DlqMessage {
-    pub id: i64,
+    /// The message id (a UUID).
+    pub id: String,
+    #[serde(default)]
     pub queue: String,
+    #[serde(default)]
     pub partition: String,
+    #[serde(default)]
     pub partition_id: String,
+    /// `null` in queue mode.
+    #[serde(default)]
     pub consumer_group: Option<String>,
-    pub offset: i64,
-    pub message_id: String,
+    #[serde(default)]
+    pub offset: Option<i64>,
     pub transaction_id: String,
-    /// The payload's JSON text, exactly as pushed.
+    /// The payload's JSON text, exactly as pushed (`null` with `dataError` when an encrypted
+    /// payload cannot be decrypted).
     pub data: Box<RawValue>,
-    pub error: Option<String>,
+    /// Why `data` is null: the encrypted payload could not be decrypted (the row is kept).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data_error: Option<String>,
+    #[serde(default)]
+    pub error_message: Option<String>,
+    #[serde(default)]
     pub retry_count: i32,
-    pub failed_at: String,
+    /// When the message was pushed (null when not known).
+    #[serde(default)]
+    pub created_at: Option<String>,
+    #[serde(default)]
+    pub failed_at: Option<String>,
+}
+
+/// The page of a DLQ listing. Queen's own server omits `total`: a reader then pages until a
+/// page shorter than `limit`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct DlqPagination {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total: Option<i64>,
+    #[serde(default)]
+    pub limit: i64,
+    #[serde(default)]
+    pub offset: i64,
 }
 
 /// The answer of `GET /api/v1/dlq`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct DlqPage {
     pub messages: Vec<DlqMessage>,
-    pub total: i64,
+    pub pagination: DlqPagination,
+}
+
+/// The facts of a push refused because a queue would exceed its `maxSize` (beside `error` in
+/// the 409 answer).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct QueueFull {
+    pub queue: String,
+    pub max_size: i64,
+    /// Unconsumed messages (queue mode) when the push was refused.
+    pub depth: i64,
+    /// Messages the refused push would have added to that queue.
+    pub pushing: i64,
 }
 
 // ---------------------------------------------------------------------------------------------

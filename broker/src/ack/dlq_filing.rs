@@ -2,10 +2,13 @@
 //!
 //! Only the broker can decompress a segment, so it unpacks frame `off - base_offset` of the
 //! covering segment (payload, message id, transactionId) and calls
-//! `queen.log_dlq_head_v2(partition, group, worker, off, message_id, txn, payload, error)` with
-//! the same worker (leaseId) the ack came with. That files the row with a payload snapshot
-//! (the frame's JSON text as pushed, byte for byte, into a `json` column that accepts whatever
-//! JSON a push accepted, `\u0000` escapes included), steps the cursor past the poison frame and releases the lease.
+//! `queen.log_dlq_head_v3(partition, group, worker, off, message_id, txn, payload, sealed,
+//! error)` with the same worker (leaseId) the ack came with. That files the row with a payload
+//! snapshot (the frame's JSON text as pushed, byte for byte, into a `json` column that accepts
+//! whatever JSON a push accepted, `\u0000` escapes included), steps the cursor past the poison
+//! frame and releases the lease. The frame of an encrypted queue stays sealed in the row (a JSON
+//! string of the hex of its sealed bytes, `sealed = true`): it is opened only when listed or
+//! replayed, so filing needs no key.
 //!
 //! The failure reason is the `error` of the nack that caused the hand-off: the first item of
 //! the group that resolved to the poison offset with the signal's status (else any nack there).
@@ -33,7 +36,7 @@ use crate::storage::{self, DbError};
 pub struct DlqFiling {
     /// The poison offset.
     pub offset: i64,
-    /// Whether the row was filed (`log_dlq_head_v2` answered ok).
+    /// Whether the row was filed (`log_dlq_head_v3` answered ok).
     pub filed: bool,
     /// The refusal when not filed (`invalid or expired lease`, `already committed`, ...).
     pub error: Option<String>,
@@ -48,8 +51,9 @@ pub struct DlqFiling {
 struct Snapshot {
     message_id: Option<Uuid>,
     transaction_id: String,
-    /// The payload's JSON text.
+    /// The payload's JSON text (a JSON string of hex when `sealed`).
     payload: String,
+    sealed: bool,
     error: String,
 }
 
@@ -65,9 +69,11 @@ pub async fn file_head(
     let nack = the_nack(group, outcome, offset);
     let snap = snapshot(db, group.partition_id, offset, nack, outcome).await?;
     let stmt = db
-        .prepare_cached("SELECT queen.log_dlq_head_v2($1, $2, $3, $4, $5, $6, $7::text::json, $8)")
+        .prepare_cached(
+            "SELECT queen.log_dlq_head_v3($1, $2, $3, $4, $5, $6, $7::text::json, $8, $9)",
+        )
         .await
-        .map_err(|e| DbError::from_pg("log_dlq_head_v2", e))?;
+        .map_err(|e| DbError::from_pg("log_dlq_head_v3", e))?;
     let row = db
         .query_one(
             &stmt,
@@ -79,11 +85,12 @@ pub async fn file_head(
                 &snap.message_id,
                 &snap.transaction_id,
                 &snap.payload,
+                &snap.sealed,
                 &snap.error,
             ],
         )
         .await
-        .map_err(|e| DbError::from_pg("log_dlq_head_v2", e))?;
+        .map_err(|e| DbError::from_pg("log_dlq_head_v3", e))?;
     let v: Value = row.get(0);
     Ok(DlqFiling {
         offset,
@@ -128,7 +135,11 @@ async fn snapshot(
     Ok(match storage::frame_at(db, partition_id, offset).await? {
         Some(frame) => Snapshot {
             message_id: Some(frame.message_id),
-            payload: payload_text(&frame.payload),
+            payload: match frame.sealed {
+                true => Value::String(hex::encode(&frame.payload)).to_string(),
+                false => payload_text(&frame.payload),
+            },
+            sealed: frame.sealed,
             transaction_id: frame.transaction_id,
             error: reason,
         },
@@ -136,6 +147,7 @@ async fn snapshot(
             message_id: None,
             transaction_id: acked_txn,
             payload: "null".to_string(),
+            sealed: false,
             error: format!("{reason} (payload unavailable: its segment was removed by retention)"),
         },
     })

@@ -5,7 +5,7 @@
 //!   with the transactionIds hashed here (SQL never hashes), and the procedure's honesty lists
 //!   are mapped back to the request's transactionIds.
 //! - `dlq_filing`: when the procedure hands off a poison offset (`dlq: true`, lease kept), the
-//!   broker unpacks that frame and files it through `queen.log_dlq_head_v2`.
+//!   broker unpacks that frame and files it through `queen.log_dlq_head_v3`.
 //! - `ack_at` (here): the positional advance `queen.log_ack_at_v1`, for the registry fast path.
 //! - `fast_path`, `fusion`, `registry`: the accelerators; `stats`: their counters' snapshot.
 //! - `on_leased` (here): a leasing pop's spans become registry entries.

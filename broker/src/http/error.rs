@@ -12,6 +12,8 @@ pub struct ApiError {
     pub message: String,
     /// For a bad queue option: the option's name (`"invalid": "<option>"`).
     pub invalid: Option<String>,
+    /// For a push refused by a queue's `maxSize` (409): the facts answered beside `error`.
+    pub queue_full: Option<ackbench_wire::QueueFull>,
 }
 
 impl ApiError {
@@ -20,6 +22,7 @@ impl ApiError {
             status,
             message: message.into(),
             invalid: None,
+            queue_full: None,
         }
     }
 
@@ -29,6 +32,20 @@ impl ApiError {
 
     pub fn not_found(message: impl Into<String>) -> ApiError {
         ApiError::new(StatusCode::NOT_FOUND, message)
+    }
+
+    /// A push that would take `full.queue` above its `maxSize`: 409 naming the queue, the limit
+    /// and the depth.
+    pub fn queue_full(full: ackbench_wire::QueueFull) -> ApiError {
+        let mut e = ApiError::new(
+            StatusCode::CONFLICT,
+            format!(
+                "queue `{}` is full: maxSize {}, {} unconsumed messages, this push adds {}",
+                full.queue, full.max_size, full.depth, full.pushing
+            ),
+        );
+        e.queue_full = Some(full);
+        e
     }
 
     pub fn internal(message: impl Into<String>) -> ApiError {

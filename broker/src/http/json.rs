@@ -120,6 +120,12 @@ impl<'a> Fields<'a> {
         }
     }
 
+    /// A string that must be present (it may be empty).
+    pub fn req_str(&self, key: &str) -> Result<&'a str, ApiError> {
+        self.opt_str(key)?
+            .ok_or_else(|| ApiError::bad_request(format!("{} must be a string", self.name(key))))
+    }
+
     pub fn req_nonempty(&self, key: &str) -> Result<&'a str, ApiError> {
         self.opt_nonempty(key)?.ok_or_else(|| {
             ApiError::bad_request(format!("{} must be a non-empty string", self.name(key)))

@@ -72,6 +72,7 @@ pub fn error_answer(e: &ApiError) -> Answer {
     let body = ackbench_wire::ErrorBody {
         error: e.message.clone(),
         invalid: e.invalid.clone(),
+        queue_full: e.queue_full.clone(),
     };
     let mut answer = json(e.status, &body);
     if e.status == StatusCode::SERVICE_UNAVAILABLE {

@@ -35,6 +35,13 @@ pub enum Route {
         partition_id: String,
         transaction_id: String,
     },
+    QueueList,
+    QueueGet {
+        queue: String,
+    },
+    QueueDelete {
+        queue: String,
+    },
 }
 
 impl Route {
@@ -55,6 +62,9 @@ impl Route {
             Route::DlqList => "dlq",
             Route::MessageRetry { .. } => "dlq_retry",
             Route::MessageDelete { .. } => "dlq_delete",
+            Route::QueueList => "queues",
+            Route::QueueGet { .. } => "queue_get",
+            Route::QueueDelete { .. } => "queue_delete",
         }
     }
 }
@@ -114,6 +124,19 @@ pub fn route(method: &Method, path: &str) -> Result<Route, ApiError> {
                 transaction_id: t.to_string(),
             },
         ),
+        ["api", "v1", "resources", "queues"] => (Method::GET, Route::QueueList),
+        ["api", "v1", "resources", "queues", q] if *method == Method::DELETE => (
+            Method::DELETE,
+            Route::QueueDelete {
+                queue: q.to_string(),
+            },
+        ),
+        ["api", "v1", "resources", "queues", q] => (
+            Method::GET,
+            Route::QueueGet {
+                queue: q.to_string(),
+            },
+        ),
         _ => return Err(ApiError::not_found(format!("no route for {path}"))),
     };
     if *method != allowed {
@@ -133,7 +156,9 @@ fn check_params(route: &Route) -> Result<(), ApiError> {
             limits::name(queue, "queue")?;
             limits::name(partition, "partition")
         }
-        Route::PopQueue { queue } => limits::name(queue, "queue"),
+        Route::PopQueue { queue } | Route::QueueGet { queue } | Route::QueueDelete { queue } => {
+            limits::name(queue, "queue")
+        }
         Route::LeaseExtend { lease_id } => limits::name(lease_id, "leaseId"),
         Route::MessageRetry {
             partition_id,

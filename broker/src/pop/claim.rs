@@ -1,4 +1,4 @@
-//! The pop procedures' calls (`sql/012_pop_engine.sql`): claiming jobs in one transaction, the
+//! The pop procedures' calls (`sql/012_pop_engine.sql`, as `sql/016_pop_options.sql` replaced them): claiming jobs in one transaction, the
 //! SQL wildcard, the hotlist's seed, and resolving a named partition. Rows come back typed;
 //! nothing here knows about HTTP or about the hotlist.
 
@@ -9,6 +9,7 @@ use deadpool_postgres::Object;
 use tokio_postgres::Row;
 use uuid::Uuid;
 
+use super::Subscription;
 use crate::segment_cache::DecodedSegment;
 use crate::storage::DbError;
 
@@ -79,7 +80,7 @@ fn claim_row(row: &Row, held: &[&(Uuid, Arc<DecodedSegment>)]) -> ClaimRow {
     }
 }
 
-/// Claims every job in one `queen.log_pop_multi_v1` transaction; rows per job, in job order.
+/// Claims every job in one `queen.log_pop_multi_v2` transaction; rows per job, in job order.
 pub async fn claim_jobs(db: &Object, jobs: &[&PopJob]) -> Result<Vec<Vec<ClaimRow>>, DbError> {
     let groups: Vec<&str> = jobs.iter().map(|j| j.group.as_str()).collect();
     let workers: Vec<&str> = jobs.iter().map(|j| j.worker.as_str()).collect();
@@ -100,12 +101,12 @@ pub async fn claim_jobs(db: &Object, jobs: &[&PopJob]) -> Result<Vec<Vec<ClaimRo
         }
     }
     let sql = format!(
-        "SELECT {COLUMNS} FROM queen.log_pop_multi_v1($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
+        "SELECT {COLUMNS} FROM queen.log_pop_multi_v2($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
     );
     let stmt = db
         .prepare_cached(&sql)
         .await
-        .map_err(|e| DbError::from_pg("log_pop_multi_v1", e))?;
+        .map_err(|e| DbError::from_pg("log_pop_multi_v2", e))?;
     let rows = db
         .query(
             &stmt,
@@ -123,7 +124,7 @@ pub async fn claim_jobs(db: &Object, jobs: &[&PopJob]) -> Result<Vec<Vec<ClaimRo
             ],
         )
         .await
-        .map_err(|e| DbError::from_pg("log_pop_multi_v1", e))?;
+        .map_err(|e| DbError::from_pg("log_pop_multi_v2", e))?;
     let held: Vec<&(Uuid, Arc<DecodedSegment>)> = jobs.iter().flat_map(|j| &j.cached).collect();
     let mut out: Vec<Vec<ClaimRow>> = jobs.iter().map(|_| Vec::new()).collect();
     for row in &rows {
@@ -146,7 +147,7 @@ pub struct Claim<'a> {
     pub batch: i32,
     pub max_partitions: i32,
     pub lease_seconds: Option<i32>,
-    pub subscription_new: bool,
+    pub subscription: &'a Subscription,
     pub auto_ack: bool,
 }
 
@@ -155,7 +156,7 @@ pub fn candidate_limit(max_partitions: i32) -> i32 {
     (max_partitions.saturating_mul(4)).clamp(64, 512)
 }
 
-/// One `queen.log_pop_wildcard_v2` call: candidates listed and claimed in SQL.
+/// One `queen.log_pop_wildcard_v3` call: candidates listed and claimed in SQL.
 pub async fn claim_wildcard(
     db: &Object,
     tenant: Uuid,
@@ -167,13 +168,13 @@ pub async fn claim_wildcard(
         Scope::Discover { namespace, task } => (None, *namespace, *task),
     };
     let sql = format!(
-        "SELECT {COLUMNS} FROM queen.log_pop_wildcard_v2($1, $2, $3, $4, $5, $6, $7, $8, $9, \
-         $10, $11, $12)"
+        "SELECT {COLUMNS} FROM queen.log_pop_wildcard_v3($1, $2, $3, $4, $5, $6, $7, $8, $9, \
+         $10, $11, $12, $13)"
     );
     let stmt = db
         .prepare_cached(&sql)
         .await
-        .map_err(|e| DbError::from_pg("log_pop_wildcard_v2", e))?;
+        .map_err(|e| DbError::from_pg("log_pop_wildcard_v3", e))?;
     let rows = db
         .query(
             &stmt,
@@ -187,64 +188,92 @@ pub async fn claim_wildcard(
                 &c.batch,
                 &c.max_partitions,
                 &c.lease_seconds,
-                &c.subscription_new,
+                &c.subscription.is_new(),
+                &c.subscription.from(),
                 &c.auto_ack,
                 &candidate_limit(c.max_partitions),
             ],
         )
         .await
-        .map_err(|e| DbError::from_pg("log_pop_wildcard_v2", e))?;
+        .map_err(|e| DbError::from_pg("log_pop_wildcard_v3", e))?;
     Ok(rows.iter().map(|r| claim_row(r, &[])).collect())
 }
 
-/// The hotlist's seed for `group` on `queue`: provisions the queue, records a `new`
+/// What a seed found: the candidates, and when the first held-back partition (a queue's
+/// `delayedProcessing` or `windowBuffer`) becomes ready, if one is.
+pub struct Seeded {
+    pub candidates: Vec<Uuid>,
+    pub next_ready: Option<SystemTime>,
+}
+
+/// The hotlist's seed for `group` on `queue`: provisions the queue, records a `new` or `from`
 /// subscription, and lists at most `limit` candidates. Reads only once the queue exists.
 pub async fn seed(
     db: &Object,
     tenant: Uuid,
     queue: &str,
     group: &str,
-    subscription_new: bool,
+    subscription: &Subscription,
     limit: i32,
-) -> Result<Vec<Uuid>, DbError> {
+) -> Result<Seeded, DbError> {
     let stmt = db
         .prepare_cached(
-            "SELECT queen.log_pop_candidates_v2(\
-             queen.log_pop_scope_v1($1, $2, '', '', $3, $4, true), $3, $5)",
+            "SELECT c.candidates, c.next_ready FROM queen.log_pop_candidates_v3(\
+             queen.log_pop_scope_v2($1, $2, '', '', $3, $4, $6, true), $3, $5) c",
         )
         .await
-        .map_err(|e| DbError::from_pg("log_pop_candidates_v2", e))?;
+        .map_err(|e| DbError::from_pg("log_pop_candidates_v3", e))?;
     let row = db
-        .query_one(&stmt, &[&tenant, &queue, &group, &subscription_new, &limit])
+        .query_one(
+            &stmt,
+            &[
+                &tenant,
+                &queue,
+                &group,
+                &subscription.is_new(),
+                &limit,
+                &subscription.from(),
+            ],
+        )
         .await
-        .map_err(|e| DbError::from_pg("log_pop_candidates_v2", e))?;
-    Ok(row.get(0))
+        .map_err(|e| DbError::from_pg("log_pop_candidates_v3", e))?;
+    Ok(Seeded {
+        candidates: row.get(0),
+        next_ready: row.get(1),
+    })
 }
 
-/// Resolves a named partition (provisioning its queue and recording a `new` subscription, as
-/// a pop does); `None` when the partition does not exist.
+/// Resolves a named partition (provisioning its queue and recording a `new` or `from`
+/// subscription, as a pop does); `None` when the partition does not exist.
 pub async fn resolve_partition(
     db: &Object,
     tenant: Uuid,
     queue: &str,
     partition: &str,
     group: &str,
-    subscription_new: bool,
+    subscription: &Subscription,
 ) -> Result<Option<Uuid>, DbError> {
     let stmt = db
         .prepare_cached(
-            "SELECT p.id FROM unnest(queen.log_pop_scope_v1($1, $2, '', '', $4, $5, true)) \
+            "SELECT p.id FROM unnest(queen.log_pop_scope_v2($1, $2, '', '', $4, $5, $6, true)) \
              AS s(queue_id) JOIN queen.log_partitions p ON p.queue_id = s.queue_id \
              WHERE p.name = $3",
         )
         .await
-        .map_err(|e| DbError::from_pg("log_pop_scope_v1", e))?;
+        .map_err(|e| DbError::from_pg("log_pop_scope_v2", e))?;
     let row = db
         .query_opt(
             &stmt,
-            &[&tenant, &queue, &partition, &group, &subscription_new],
+            &[
+                &tenant,
+                &queue,
+                &partition,
+                &group,
+                &subscription.is_new(),
+                &subscription.from(),
+            ],
         )
         .await
-        .map_err(|e| DbError::from_pg("log_pop_scope_v1", e))?;
+        .map_err(|e| DbError::from_pg("log_pop_scope_v2", e))?;
     Ok(row.map(|r| r.get(0)))
 }

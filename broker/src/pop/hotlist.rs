@@ -9,10 +9,12 @@
 //! - a claim takes its candidates off the list (so concurrent pops of one broker never collide)
 //!   and remembers the lease; the ack that releases it, or the lease's expiry, lists the
 //!   partition again when more may follow;
-//! - a (re)seed from PostgreSQL (`queen.log_pop_candidates_v2`) when a group is first seen,
+//! - a (re)seed from PostgreSQL (`queen.log_pop_candidates_v3`) when a group is first seen,
 //!   every `QUEEN_HOTLIST_RESEED_MS`, and, while pops are parked with nothing listed, once per
 //!   long-poll re-check for the whole group (not once per parked pop). That is how pushes
-//!   through other brokers, renewed-then-expired leases and restarts are picked up.
+//!   through other brokers, renewed-then-expired leases, restarts, and partitions whose
+//!   `delayedProcessing` or `windowBuffer` has passed are picked up (a push lists its partition
+//!   at once; a claim that finds it held back drops it, and the seed leaves it out until then).
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, HashSet, VecDeque};
@@ -46,6 +48,9 @@ struct GroupHot {
     /// The last span delivered per partition, to guess which cached segments a pop will need.
     last_span: HashMap<Uuid, (i64, i64)>,
     seeded_at: Option<Instant>,
+    /// When a partition the last seed left out as held back (delayed, in its window) becomes
+    /// ready: the list is due for a reseed then.
+    ready_at: Option<Instant>,
     seeding: bool,
 }
 
@@ -106,7 +111,8 @@ impl Hotlist {
         g.expire(now);
         let age = g.seeded_at.map(|t| now.duration_since(t));
         let due = age.is_none_or(|a| a >= self.reseed_every)
-            || (g.ring.is_empty() && age.is_none_or(|a| a >= stale_after));
+            || (g.ring.is_empty() && age.is_none_or(|a| a >= stale_after))
+            || g.ready_at.is_some_and(|at| now >= at);
         if due && !g.seeding {
             g.seeding = true;
             return Take::Seed;
@@ -122,8 +128,9 @@ impl Hotlist {
         Take::Candidates(out)
     }
 
-    /// The seed answered: lists `pids` (with what was listed meanwhile).
-    pub fn seeded(&self, queue: &QueueKey, group: &str, pids: &[Uuid]) {
+    /// The seed answered: lists `pids` (with what was listed meanwhile); `ready_at` is when a
+    /// partition it left out as held back becomes ready (the list is due again then).
+    pub fn seeded(&self, queue: &QueueKey, group: &str, pids: &[Uuid], ready_at: Option<Instant>) {
         let mut s = self.state.lock().expect("hotlist lock");
         for pid in pids {
             s.queue_of.insert(*pid, queue.clone());
@@ -131,6 +138,7 @@ impl Hotlist {
         let g = group_entry(&mut s, queue, group);
         g.seeding = false;
         g.seeded_at = Some(Instant::now());
+        g.ready_at = ready_at;
         for pid in pids {
             g.list(*pid);
         }
@@ -237,6 +245,17 @@ impl Hotlist {
         }
     }
 
+    /// `queue` was deleted: everything held about it and its partitions goes.
+    pub fn forget(&self, queue: &QueueKey) {
+        let mut s = self.state.lock().expect("hotlist lock");
+        if let Some(q) = s.queues.remove(queue) {
+            for pid in q.last_offset.keys() {
+                s.queue_of.remove(pid);
+            }
+        }
+        s.queue_of.retain(|_, k| k != queue);
+    }
+
     /// Candidates listed for `group` on `queue` (for tests and metrics).
     pub fn listed(&self, queue: &QueueKey, group: &str) -> usize {
         let s = self.state.lock().expect("hotlist lock");
@@ -279,7 +298,7 @@ mod tests {
             Take::Nothing,
             "one seeder at a time"
         );
-        h.seeded(&key(), "g", &[]);
+        h.seeded(&key(), "g", &[], None);
         assert_eq!(
             h.take(&key(), "g", 2, LONG),
             Take::Nothing,
@@ -297,7 +316,7 @@ mod tests {
         let h = Hotlist::new(LONG);
         let (a, b) = (Uuid::now_v7(), Uuid::now_v7());
         assert_eq!(h.take(&key(), "g", 2, LONG), Take::Seed);
-        h.seeded(&key(), "g", &[]);
+        h.seeded(&key(), "g", &[], None);
         h.pushed(&key(), a, 0);
         h.pushed(&key(), b, 0);
         h.pushed(&key(), a, 1);
@@ -318,7 +337,7 @@ mod tests {
     fn a_completed_release_with_nothing_after_lists_nothing_but_a_nack_does() {
         let h = Hotlist::new(LONG);
         let a = Uuid::now_v7();
-        h.seeded(&key(), "g", &[a]);
+        h.seeded(&key(), "g", &[a], None);
         assert_eq!(h.take(&key(), "g", 1, LONG), Take::Candidates(vec![a]));
         h.claimed(&key(), "g", a, (0, 4), 4, Some(Instant::now() + LONG));
         h.released(a, "g", true);
@@ -332,7 +351,7 @@ mod tests {
     fn an_expired_lease_lists_its_partition_again() {
         let h = Hotlist::new(LONG);
         let a = Uuid::now_v7();
-        h.seeded(&key(), "g", &[a]);
+        h.seeded(&key(), "g", &[a], None);
         assert_eq!(h.take(&key(), "g", 1, LONG), Take::Candidates(vec![a]));
         h.claimed(&key(), "g", a, (0, 0), 3, Some(Instant::now()));
         assert_eq!(h.take(&key(), "g", 1, LONG), Take::Candidates(vec![a]));
@@ -342,10 +361,25 @@ mod tests {
     fn groups_are_independent() {
         let h = Hotlist::new(LONG);
         let a = Uuid::now_v7();
-        h.seeded(&key(), "g", &[]);
-        h.seeded(&key(), "h", &[]);
+        h.seeded(&key(), "g", &[], None);
+        h.seeded(&key(), "h", &[], None);
         h.pushed(&key(), a, 0);
         assert_eq!(h.take(&key(), "g", 1, LONG), Take::Candidates(vec![a]));
         assert_eq!(h.take(&key(), "h", 1, LONG), Take::Candidates(vec![a]));
+    }
+
+    #[test]
+    fn a_held_back_partition_makes_the_list_due_when_it_becomes_ready() {
+        let h = Hotlist::new(LONG);
+        let (a, b) = (Uuid::now_v7(), Uuid::now_v7());
+        h.seeded(&key(), "g", &[a], Some(Instant::now() + LONG));
+        h.pushed(&key(), b, 0);
+        assert_eq!(h.take(&key(), "g", 1, LONG), Take::Candidates(vec![a]));
+        h.seeded(&key(), "g", &[], Some(Instant::now()));
+        assert_eq!(
+            h.take(&key(), "g", 1, LONG),
+            Take::Seed,
+            "ready: due although b is listed and the list is fresh"
+        );
     }
 }

@@ -8,13 +8,19 @@
 //!   SQL wildcard.
 //! - A discovery pop (namespace/task) runs the SQL wildcard over the matching queues.
 //! - Claims go through pop `fusion` (many pops, one transaction) or, with
-//!   `QUEEN_POP_FUSION=0`, one `log_pop_multi_v1` call each. Segments come from the
+//!   `QUEEN_POP_FUSION=0`, one `log_pop_multi_v2` call each. Segments come from the
 //!   `segment_cache` when held; PostgreSQL ships only the blobs the broker lacks.
+//! - A queue's `delayedProcessing` and `windowBuffer` are applied by PostgreSQL alone (every
+//!   path ends in `log_pop_multi_v2`, and the candidate lists leave held-back partitions out):
+//!   the broker does not know them, so a hint that names a held-back partition only costs a
+//!   claim that finds nothing. The seed says when the first held-back partition becomes
+//!   ready; the hotlist reseeds then, so a parked long-poll delivers at its next re-check.
 
 pub mod claim;
 pub mod fusion;
 pub mod hotlist;
 pub mod stats;
+pub mod subscription;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -28,6 +34,7 @@ use crate::storage::DbError;
 use claim::{Claim, ClaimRow, PopJob, Scope, Stored};
 use hotlist::{QueueKey, Take};
 use stats::PopStats;
+pub use subscription::Subscription;
 
 /// Why a pop could not be answered.
 #[derive(Debug)]
@@ -82,7 +89,7 @@ pub struct PopParams {
     pub wait: bool,
     pub timeout: Duration,
     pub group: Option<String>,
-    pub subscription_new: bool,
+    pub subscription: Subscription,
     pub auto_ack: bool,
     pub lease_seconds: Option<i32>,
 }
@@ -134,11 +141,38 @@ pub struct Delivery {
     pub spans: Vec<DeliveredSpan>,
 }
 
-/// Named partitions' ids, once resolved (ids never change), per (tenant, queue, partition,
-/// group): resolving also records a group's `new` subscription, so it is done once per group.
+/// Named partitions' ids, once resolved, per (tenant, queue, partition, group): resolving also
+/// records a group's subscription, so it is done once per group. A hint: a queue deleted and
+/// created again gives its partitions new ids, so a pop that finds nothing under a cached id
+/// resolves again (`pop_partition`).
 #[derive(Default)]
 pub struct PartitionIds {
-    map: Mutex<HashMap<(Uuid, String, String, String), Uuid>>,
+    map: Mutex<HashMap<PartitionKey, Uuid>>,
+}
+
+/// (tenant, queue, partition, group).
+type PartitionKey = (Uuid, String, String, String);
+
+impl PartitionIds {
+    fn get(&self, key: &PartitionKey) -> Option<Uuid> {
+        self.map.lock().expect("ids lock").get(key).copied()
+    }
+
+    fn remember(&self, key: PartitionKey, pid: Uuid) {
+        self.map.lock().expect("ids lock").insert(key, pid);
+    }
+
+    fn forget(&self, key: &PartitionKey) {
+        self.map.lock().expect("ids lock").remove(key);
+    }
+
+    /// Drops every id of `queue` (the queue was deleted through this broker).
+    pub fn forget_queue(&self, tenant: Uuid, queue: &str) {
+        self.map
+            .lock()
+            .expect("ids lock")
+            .retain(|(t, q, _, _), _| !(*t == tenant && q == queue));
+    }
 }
 
 /// One attempt: claim and decode, or `None` when there is nothing to deliver. `recheck` is set
@@ -197,40 +231,51 @@ async fn pop_partition(
     partition: &str,
     worker: &str,
 ) -> Result<Decoded, PopError> {
-    let group = p.group_name();
     let key = (
         tenant,
         queue.to_string(),
         partition.to_string(),
-        group.to_string(),
+        p.group_name().to_string(),
     );
-    let known = app
-        .partition_ids
-        .map
-        .lock()
-        .expect("ids lock")
-        .get(&key)
-        .copied();
-    let pid = match known {
-        Some(pid) => pid,
-        None => {
-            let db = app.db("pop").await?;
-            let found =
-                claim::resolve_partition(&db, tenant, queue, partition, group, p.subscription_new)
-                    .await?;
-            let Some(pid) = found else {
-                return Ok(Vec::new());
-            };
-            app.partition_ids
-                .map
-                .lock()
-                .expect("ids lock")
-                .insert(key, pid);
-            pid
-        }
-    };
     let queue_key = (tenant, queue.to_string());
-    claim_candidates(app, p, &queue_key, vec![pid], worker).await
+    let cached = app.partition_ids.get(&key);
+    let pid = match cached {
+        Some(pid) => pid,
+        None => match resolve_named(app, p, &key).await? {
+            Some(pid) => pid,
+            None => return Ok(Vec::new()),
+        },
+    };
+    let rows = claim_candidates(app, p, &queue_key, vec![pid], worker).await?;
+    if !rows.is_empty() || cached.is_none() {
+        return Ok(rows);
+    }
+    // The cached id is a hint: the queue may have been deleted and created again (through
+    // another broker, or in SQL), giving the partition a new id. Resolve again before saying
+    // there is nothing, and claim once more if the id changed.
+    app.partition_ids.forget(&key);
+    match resolve_named(app, p, &key).await? {
+        Some(fresh) if fresh != pid => {
+            claim_candidates(app, p, &queue_key, vec![fresh], worker).await
+        }
+        _ => Ok(rows),
+    }
+}
+
+/// Resolves a named partition's id in PostgreSQL (see `claim::resolve_partition`) and caches it.
+async fn resolve_named(
+    app: &App,
+    p: &PopParams,
+    key: &PartitionKey,
+) -> Result<Option<Uuid>, PopError> {
+    let (tenant, queue, partition, group) = key;
+    let db = app.db("pop").await?;
+    let found =
+        claim::resolve_partition(&db, *tenant, queue, partition, group, &p.subscription).await?;
+    if let Some(pid) = found {
+        app.partition_ids.remember(key.clone(), pid);
+    }
+    Ok(found)
 }
 
 /// A wildcard pop through the hotlist (see the module doc).
@@ -279,12 +324,13 @@ async fn seed(app: &App, key: &QueueKey, p: &PopParams) -> Result<(), PopError> 
     let limit = claim::candidate_limit(p.max_partitions());
     PopStats::add(&app.pop_stats.hotlist_seeds, 1);
     let found = match app.db("pop").await {
-        Ok(db) => claim::seed(&db, key.0, &key.1, group, p.subscription_new, limit).await,
+        Ok(db) => claim::seed(&db, key.0, &key.1, group, &p.subscription, limit).await,
         Err(e) => Err(e),
     };
     match found {
-        Ok(pids) => {
-            hot.seeded(key, group, &pids);
+        Ok(found) => {
+            let pids = found.candidates;
+            hot.seeded(key, group, &pids, found.next_ready.map(ready_instant));
             if !pids.is_empty() {
                 app.long_poll.pushed(key.0, &key.1, None, pids.len());
             }
@@ -297,7 +343,14 @@ async fn seed(app: &App, key: &QueueKey, p: &PopParams) -> Result<(), PopError> 
     }
 }
 
-/// The bounded SQL wildcard (`log_pop_wildcard_v2`), unfused.
+/// PostgreSQL's time a held-back partition becomes ready, on this broker's clock: at least a
+/// little ahead, so that clocks that disagree cannot make every pop reseed.
+fn ready_instant(at: SystemTime) -> Instant {
+    let left = at.duration_since(SystemTime::now()).unwrap_or_default();
+    Instant::now() + left.max(Duration::from_millis(100))
+}
+
+/// The bounded SQL wildcard (`log_pop_wildcard_v3`), unfused.
 async fn pop_sql(
     app: &App,
     tenant: Uuid,
@@ -311,7 +364,7 @@ async fn pop_sql(
         batch: p.batch,
         max_partitions: p.max_partitions(),
         lease_seconds: p.lease_seconds,
-        subscription_new: p.subscription_new,
+        subscription: &p.subscription,
         auto_ack: p.auto_ack,
     };
     PopStats::add(&app.pop_stats.sql_wildcards, 1);
@@ -435,7 +488,8 @@ fn decode_rows(app: &App, rows: Vec<ClaimRow>) -> Result<Decoded, PopError> {
         let seg = match std::mem::replace(&mut row.segment, Stored::Missing) {
             Stored::Shipped(blob) => {
                 PopStats::add(&app.pop_stats.segments_shipped, 1);
-                let seg = DecodedSegment::decode(row.seg_base, row.seg_created, &blob)
+                let sealer = app.sealer.as_deref();
+                let seg = DecodedSegment::decode(row.seg_base, row.seg_created, &blob, sealer)
                     .map_err(|e| corrupt(row.partition_id, row.seg_base, e))?;
                 let seg = Arc::new(seg);
                 app.segments.insert(row.partition_id, seg.clone());

@@ -1,5 +1,5 @@
 //! Push fusion: the frames of concurrent pushes commit together, many partitions' segments in
-//! one `queen.log_push_multi_v1` transaction (one commit, one fsync).
+//! one `queen.log_push_multi_v2` transaction (one commit, one fsync).
 //!
 //! - Sharded by a hash of (tenant, queue, partition): every push to a partition lands in one
 //!   shard, so per-partition order and "one flush in flight per partition" are intra-shard.
@@ -17,6 +17,10 @@
 //!   connection: only a flush takes one, for the duration of its call.
 //! - After a segment commits, the flush hands it to the sink (`push::written::on_pushed`)
 //!   before any waiter is answered.
+//! - A segment is packed sealed when a member job's queue is encrypted (`PushJob::sealed`). A
+//!   segment the procedure refused for its queue's maxSize was not written: its jobs are
+//!   answered `FrameFate::Full` (the route sends limited queues through `log_push_v2`, so this
+//!   only happens when its hint of a queue's options was stale).
 //!
 //! PostgreSQL stays the authority: provisioning, the dedup verdicts and the offsets all come
 //! from the procedure under the partition row locks; several brokers may share a database.
@@ -32,6 +36,7 @@ use tokio::sync::{mpsc, oneshot};
 use uuid::Uuid;
 use xxhash_rust::xxh3::xxh3_64;
 
+use crate::crypto::Sealer;
 use crate::push::written::WrittenSegment;
 use crate::segment::{self, FrameRef};
 
@@ -48,6 +53,8 @@ pub struct PushJob {
     pub tenant: Uuid,
     pub queue: String,
     pub partition: String,
+    /// The queue is encrypted: the frames' payloads are stored sealed.
+    pub sealed: bool,
     pub frames: Vec<PushFrame>,
 }
 
@@ -56,6 +63,8 @@ pub struct PushJob {
 pub enum FrameFate {
     /// Committed at this offset.
     Written { offset: i64 },
+    /// Not written: its queue would exceed its maxSize (the facts of the refusal).
+    Full(ackbench_wire::QueueFull),
     /// A duplicate; the original's message id (`None` when its segment is gone).
     Duplicate { original: Option<Uuid> },
 }
@@ -102,7 +111,12 @@ pub struct PushFusion {
 
 impl PushFusion {
     /// Starts the shard tasks (call inside the runtime).
-    pub fn start(pool: Pool, settings: Settings, sink: Sink) -> PushFusion {
+    pub fn start(
+        pool: Pool,
+        settings: Settings,
+        sink: Sink,
+        sealer: Option<Arc<Sealer>>,
+    ) -> PushFusion {
         let settings = Settings {
             shards: settings.shards.max(1),
             bundle_max: settings.bundle_max.max(1),
@@ -116,6 +130,7 @@ impl PushFusion {
                 let (done_tx, done_rx) = mpsc::unbounded_channel();
                 let shard = Shard {
                     pool: pool.clone(),
+                    sealer: sealer.clone(),
                     sink: sink.clone(),
                     stats: stats.clone(),
                     settings,
@@ -169,6 +184,7 @@ enum Fate {
 }
 
 struct Job {
+    sealed: bool,
     frames: Vec<Arc<PushFrame>>,
     fates: Vec<Fate>,
     partition_id: Option<Uuid>,
@@ -189,6 +205,8 @@ struct Part {
 /// One segment of a flush.
 struct SegmentIn {
     key: PartKey,
+    /// Some member job's queue is encrypted: the segment is stored sealed.
+    sealed: bool,
     members: Vec<FrameId>,
     frames: Vec<Arc<PushFrame>>,
 }
@@ -209,6 +227,11 @@ enum SegmentOut {
         partition_id: Uuid,
         dups: Vec<(usize, Dup)>,
     },
+    /// Not written: its queue would exceed its maxSize.
+    Full {
+        partition_id: Uuid,
+        refusal: ackbench_wire::QueueFull,
+    },
     Failed(String),
 }
 
@@ -219,6 +242,7 @@ struct FlushDone {
 
 struct Shard {
     pool: Pool,
+    sealer: Option<Arc<Sealer>>,
     sink: Sink,
     stats: Arc<PushFusionStats>,
     settings: Settings,
@@ -277,6 +301,7 @@ impl Shard {
         let id = self.next_job;
         self.next_job += 1;
         let n = job.frames.len();
+        let sealed = job.sealed;
         let key = (job.tenant, job.queue, job.partition);
         let part = self.parts.entry(key.clone()).or_default();
         part.pending.extend((0..n).map(|k| (id, k)));
@@ -288,6 +313,7 @@ impl Shard {
         self.jobs.insert(
             id,
             Job {
+                sealed,
                 frames: job.frames.into_iter().map(Arc::new).collect(),
                 fates: vec![Fate::Pending; n],
                 partition_id: None,
@@ -324,8 +350,10 @@ impl Shard {
                     .iter()
                     .map(|(j, k)| self.jobs[j].frames[*k].clone())
                     .collect();
+                let sealed = members.iter().any(|(j, _)| self.jobs[j].sealed);
                 bundle.push(SegmentIn {
                     key,
+                    sealed,
                     members,
                     frames,
                 });
@@ -334,6 +362,7 @@ impl Shard {
                 break;
             }
             self.inflight += 1;
+            let sealer = self.sealer.clone();
             let (pool, sink, stats, done) = (
                 self.pool.clone(),
                 self.sink.clone(),
@@ -343,7 +372,8 @@ impl Shard {
             tokio::spawn(async move {
                 stats.flushes.fetch_add(1, Relaxed);
                 stats.segments.fetch_add(bundle.len() as u64, Relaxed);
-                let result = call_multi(&pool, &sink, &stats, &bundle).await;
+                let sealer = sealer.as_deref();
+                let result = call_multi(&pool, &sink, &stats, &bundle, sealer).await;
                 if let Err(e) = &result {
                     stats.flush_errors.fetch_add(1, Relaxed);
                     tracing::error!(target: "push-fusion", segments = bundle.len(), error = %e, "push flush failed; its requests get an error");
@@ -412,6 +442,20 @@ impl Shard {
                     .filter(|(_, d)| !**d)
                     .map(|(m, _)| *m)
                     .collect();
+            }
+            SegmentOut::Full {
+                partition_id,
+                refusal,
+            } => {
+                for (j, _) in &members {
+                    if let Some(job) = self.jobs.remove(j) {
+                        let fates = vec![FrameFate::Full(refusal.clone()); job.fates.len()];
+                        let _ = job.waiter.send(Ok(JobDone {
+                            partition_id,
+                            fates,
+                        }));
+                    }
+                }
             }
             SegmentOut::Failed(e) => {
                 for (j, _) in &members {
@@ -514,13 +558,14 @@ impl Shard {
     }
 }
 
-/// One `log_push_multi_v1` call; answers realigned to the segments by input ordinal. A written
+/// One `log_push_multi_v2` call; answers realigned to the segments by input ordinal. A written
 /// segment is handed to the sink as soon as the call returned (the commit).
 async fn call_multi(
     pool: &Pool,
     sink: &Sink,
     stats: &PushFusionStats,
     segments: &[SegmentIn],
+    sealer: Option<&Sealer>,
 ) -> Result<Vec<SegmentOut>, String> {
     let db = pool
         .get()
@@ -546,23 +591,27 @@ async fn call_multi(
         .iter()
         .map(|s| s.frames.iter().flat_map(|f| f.hash).collect())
         .collect();
-    let blobs: Vec<Vec<u8>> = refs.iter().map(|r| segment::pack(r)).collect();
+    let blobs = segments
+        .iter()
+        .zip(&refs)
+        .map(|(s, r)| seal_for(s, sealer).map(|sealer| segment::pack_with(r, sealer)))
+        .collect::<Result<Vec<Vec<u8>>, String>>()?;
     let stmt = db
         .prepare_cached(
             "SELECT ordinal, partition_id, written, base_offset, created_at, dup_index, \
-             dup_offset, dup_first FROM queen.log_push_multi_v1($1, $2, $3, $4, $5)",
+             dup_offset, dup_first, full_refusal FROM queen.log_push_multi_v2($1, $2, $3, $4, $5)",
         )
         .await
-        .map_err(|e| format!("log_push_multi_v1: {e}"))?;
+        .map_err(|e| format!("log_push_multi_v2: {e}"))?;
     let rows = db
         .query(&stmt, &[&tenants, &queues, &partitions, &hashes, &blobs])
         .await
-        .map_err(|e| crate::storage::DbError::from_pg("log_push_multi_v1", e).to_string())?;
+        .map_err(|e| crate::storage::DbError::from_pg("log_push_multi_v2", e).to_string())?;
     let mut outs: Vec<Option<SegmentOut>> = segments.iter().map(|_| None).collect();
     for row in rows {
         let i = row.get::<_, i32>("ordinal") as usize - 1;
         let (Some(seg), Some(frames)) = (segments.get(i), refs.get(i)) else {
-            return Err(format!("log_push_multi_v1 answered ordinal {}", i + 1));
+            return Err(format!("log_push_multi_v2 answered ordinal {}", i + 1));
         };
         let partition_id: Uuid = row.get("partition_id");
         if row.get::<_, bool>("written") {
@@ -582,6 +631,16 @@ async fn call_multi(
             outs[i] = Some(SegmentOut::Written {
                 partition_id,
                 base_offset,
+            });
+            continue;
+        }
+        if let Some(full) = row.get::<_, Option<serde_json::Value>>("full_refusal") {
+            let refusal = serde_json::from_value(full).map_err(|e| {
+                format!("log_push_multi_v2 answered a maxSize refusal of another shape: {e}")
+            })?;
+            outs[i] = Some(SegmentOut::Full {
+                partition_id,
+                refusal,
             });
             continue;
         }
@@ -614,6 +673,19 @@ async fn call_multi(
         .into_iter()
         .map(|o| o.unwrap_or_else(|| SegmentOut::Failed("no answer for this segment".into())))
         .collect())
+}
+
+/// The sealer a segment is packed with: `None` for a queue that is not encrypted; an error for
+/// an encrypted queue when the broker has no key (its payloads are never stored in clear).
+fn seal_for<'a>(seg: &SegmentIn, sealer: Option<&'a Sealer>) -> Result<Option<&'a Sealer>, String> {
+    match (seg.sealed, sealer) {
+        (false, _) => Ok(None),
+        (true, Some(s)) => Ok(Some(s)),
+        (true, None) => Err(format!(
+            "queue `{}` is encrypted and this broker has no QUEEN_ENCRYPTION_KEY",
+            seg.key.1
+        )),
+    }
 }
 
 /// The message id stored at (partition, offset); `None` when retention removed its segment.

@@ -26,7 +26,7 @@ pub struct WrittenSegment<'a> {
     pub base_offset: i64,
     pub end_offset: i64,
     /// The segment row's `created_at`, when the procedure returned it (the fused path does;
-    /// `log_push_v1` does not).
+    /// `log_push_v2` does not).
     pub created_at: Option<SystemTime>,
     /// The frames in offset order: frame k is at `base_offset + k`.
     pub frames: &'a [FrameRef<'a>],

@@ -4,90 +4,131 @@ use hyper::StatusCode;
 use serde_json::{Map, Value};
 
 use crate::app::App;
-use crate::http::json::{nonempty, read_body, Fields};
+use crate::http::json::{read_body, Fields};
 use crate::http::limits;
 use crate::http::{self, Answer, ApiError, Request};
+use crate::queue_meta::QueueMeta;
 use crate::storage::DbError;
-use ackbench_wire::{ConfigureBody, ConfigureResponse, QueueOptions};
+use ackbench_wire::{ConfigureBody, ConfigureResponse};
 
-/// Every option this broker implements, with its accepted range (booleans have none).
-const OPTIONS: &[(&str, Option<(i64, i64)>)] = &[
-    ("leaseTime", Some((1, 30 * 86_400))),
-    ("retryLimit", Some((0, 1_000_000))),
-    ("deadLetterQueue", None),
-    ("dlqAfterMaxRetries", None),
-    ("dedupWindowSeconds", Some((0, 10 * 365 * 86_400))),
-    ("completedRetentionSeconds", Some((0, 100 * 365 * 86_400))),
-    ("retentionSeconds", Some((0, 100 * 365 * 86_400))),
+/// How an option's value is checked.
+#[derive(Clone, Copy)]
+enum Kind {
+    /// A whole number in the range.
+    Whole(i64, i64),
+    Flag,
+}
+
+const YEAR: i64 = 365 * 86_400;
+
+/// Queen's whole option set (`wire.md`, "Queues"), with the accepted values. Queen's clients send
+/// all of it on every `create()`, defaults included.
+const OPTIONS: &[(&str, Kind)] = &[
+    ("leaseTime", Kind::Whole(1, 30 * 86_400)),
+    ("retryLimit", Kind::Whole(0, 1_000_000)),
+    ("deadLetterQueue", Kind::Flag),
+    ("dlqAfterMaxRetries", Kind::Flag),
+    ("dedupWindowSeconds", Kind::Whole(0, 10 * YEAR)),
+    ("completedRetentionSeconds", Kind::Whole(0, 100 * YEAR)),
+    ("retentionSeconds", Kind::Whole(0, 100 * YEAR)),
+    ("delayedProcessing", Kind::Whole(0, 10 * YEAR)),
+    ("windowBuffer", Kind::Whole(0, 10 * YEAR)),
+    ("maxSize", Kind::Whole(0, 1_000_000_000_000)),
+    ("priority", Kind::Whole(-1_000_000, 1_000_000)),
+    ("encryptionEnabled", Kind::Flag),
+    ("retentionEnabled", Kind::Flag),
+    ("ttl", Kind::Whole(0, 100 * YEAR)),
+    ("retryDelay", Kind::Whole(0, i32::MAX as i64)),
+    ("maxWaitTimeSeconds", Kind::Whole(0, 10 * YEAR)),
 ];
 
 pub async fn handle(app: &App, req: &Request) -> Result<Answer, ApiError> {
     let body: ConfigureBody = read_body(&req.body, explain)?;
-    let queue = nonempty(Some(&body.queue), || "queue".into())?.unwrap_or_default();
+    // Any string names a queue here, the empty one included: Queen configures `""` too, and
+    // Queen's own JS suite relies on it. Push and pop still need a non-empty name.
+    let queue = body.queue.as_str();
     let (namespace, task) = (body.namespace.as_deref(), body.task.as_deref());
     limits::name(queue, "queue")?;
     limits::name(namespace.unwrap_or_default(), "namespace")?;
     limits::name(task.unwrap_or_default(), "task")?;
-    let options = match &body.options {
+    let (options, ignored) = match &body.options {
         Some(o) => validated_options(o)?,
-        None => Map::new(),
+        None => (Map::new(), Vec::new()),
     };
+    if options.get("encryptionEnabled") == Some(&Value::Bool(true))
+        && app.config.encryption_key.is_none()
+    {
+        return Err(invalid(
+            "encryptionEnabled",
+            "options.encryptionEnabled needs QUEEN_ENCRYPTION_KEY (64 hex characters) set on the broker"
+                .into(),
+        ));
+    }
     let db = app.db("configure").await?;
     let row = db
         .query_one(
-            "SELECT id, name, namespace, task, lease_time, retry_limit, dead_letter_queue, \
-             dlq_after_max_retries, dedup_window_seconds, completed_retention_seconds, retention_seconds \
-             FROM queen.configure_queue_v1($1, $2, $3, $4, $5)",
-            &[&req.tenant, &queue, &namespace, &task, &Value::Object(options)],
+            "SELECT * FROM queen.configure_queue_v2($1, $2, $3, $4, $5)",
+            &[
+                &req.tenant,
+                &queue,
+                &namespace,
+                &task,
+                &Value::Object(options),
+            ],
         )
         .await
-        .map_err(|e| DbError::from_pg("configure_queue_v1", e))?;
+        .map_err(|e| DbError::from_pg("configure_queue_v2", e))?;
+    let meta = QueueMeta {
+        max_size: row.get("max_size"),
+        encrypted: row.get("encryption_enabled"),
+    };
+    app.queue_metas.set(req.tenant, queue, meta);
     let answer = ConfigureResponse {
         configured: true,
-        queue_id: row.get::<_, uuid::Uuid>(0).to_string(),
-        queue: row.get(1),
-        namespace: row.get(2),
-        task: row.get(3),
-        options: QueueOptions {
-            lease_time: row.get(4),
-            retry_limit: row.get(5),
-            dead_letter_queue: row.get(6),
-            dlq_after_max_retries: row.get(7),
-            dedup_window_seconds: row.get(8),
-            completed_retention_seconds: row.get(9),
-            retention_seconds: row.get(10),
-        },
+        queue_id: row.get::<_, uuid::Uuid>("id").to_string(),
+        queue: row.get("name"),
+        namespace: row.get("namespace"),
+        task: row.get("task"),
+        options: crate::queues::options_of(&row),
+        ignored,
     };
     Ok(http::json(StatusCode::OK, &answer))
 }
 
-/// Checks every option's name, type and range; an unknown option is refused by name.
-fn validated_options(options: &Map<String, Value>) -> Result<Map<String, Value>, ApiError> {
+/// Checks the type and range of every known option. Options this broker does not know are
+/// ignored, as Queen ignores them, and named in the second list; a `null` value counts as absent.
+fn validated_options(
+    options: &Map<String, Value>,
+) -> Result<(Map<String, Value>, Vec<String>), ApiError> {
+    let mut known = Map::new();
+    let mut ignored = Vec::new();
     for (name, value) in options {
-        let Some((_, range)) = OPTIONS.iter().find(|(known, _)| known == name) else {
-            return Err(invalid(
-                name,
-                format!("options.{name} is not an option this broker implements"),
-            ));
+        let Some((_, kind)) = OPTIONS.iter().find(|(option, _)| option == name) else {
+            ignored.push(name.clone());
+            continue;
         };
-        let ok = match range {
-            Some((min, max)) => value.as_i64().is_some_and(|n| (*min..=*max).contains(&n)),
-            None => value.is_boolean(),
+        if value.is_null() {
+            continue;
+        }
+        let ok = match kind {
+            Kind::Whole(min, max) => value.as_i64().is_some_and(|n| (*min..=*max).contains(&n)),
+            Kind::Flag => value.is_boolean(),
         };
         if !ok {
-            let expected = match range {
-                Some((min, max)) => format!("a whole number in {min}..={max}"),
-                None => "true or false".to_string(),
+            let expected = match kind {
+                Kind::Whole(min, max) => format!("a whole number in {min}..={max}"),
+                Kind::Flag => "true or false".to_string(),
             };
             return Err(invalid(name, format!("options.{name} must be {expected}")));
         }
+        known.insert(name.clone(), value.clone());
     }
-    Ok(options.clone())
+    Ok((known, ignored))
 }
 
 /// Names the field of a body that does not fit `ConfigureBody`.
 fn explain(root: &Fields<'_>) -> Result<(), ApiError> {
-    root.req_nonempty("queue")?;
+    root.req_str("queue")?;
     root.opt_str("namespace")?;
     root.opt_str("task")?;
     root.opt_object("options").map(drop)

@@ -2,8 +2,17 @@
 //! /api/v1/messages/:partitionId/:transactionId/retry` (replay) and `DELETE
 //! /api/v1/messages/:partitionId/:transactionId` (discard).
 //!
-//! Rows are filed by the ack path (`queen.log_dlq_head_v2`); this module only reads, replays and
+//! Rows are filed by the ack path (`queen.log_dlq_head_v3`); this module only reads, replays and
 //! deletes them, always within the caller's tenant (a foreign row answers like an unknown one).
+//!
+//! The listing answers Queen's shape: `{"messages": [{"id" (the message id), "queue",
+//! "partition", "partitionId", "consumerGroup", "offset", "transactionId", "data",
+//! "errorMessage", "retryCount", "createdAt", "failedAt"}], "pagination": {"total", "limit",
+//! "offset"}}`. `createdAt` is the push time carried by the UUIDv7 message id (to the
+//! millisecond; null when the payload was retained away before filing). A row filed from an
+//! encrypted queue holds its payload sealed (`log_dlq.sealed`): it is opened here with the
+//! message id; a payload that cannot be opened (no or another key) is listed with `data: null`
+//! and a `dataError`, logged, and a replay of it answers 500 and keeps the row.
 //!
 //! Decisions where the wire is silent:
 //! - Several rows can share (partitionId, transactionId): one per consumer group that
@@ -35,7 +44,7 @@ use crate::app::App;
 use crate::http::{self, Answer, ApiError, Request, Route};
 use crate::routes::push::{push_items, Item};
 use crate::storage::DbError;
-use ackbench_wire::{DlqMessage, DlqPage, QUEUE_MODE_GROUP};
+use ackbench_wire::{DlqMessage, DlqPage, DlqPagination, QUEUE_MODE_GROUP};
 
 const DEFAULT_LIMIT: i64 = 100;
 const MAX_LIMIT: i64 = 10_000;
@@ -51,40 +60,92 @@ pub async fn list(app: &App, req: &Request) -> Result<Answer, ApiError> {
     let rows = db
         .query(
             "SELECT id, queue_name, partition_name, partition_id, consumer_group, \"offset\", \
-             message_id, transaction_id, payload::text AS payload, error, retry_count, failed_at, total \
-             FROM queen.log_dlq_list_v1($1, $2, $3, $4, $5, $6)",
+             message_id, transaction_id, payload::text AS payload, sealed, error, retry_count, \
+             failed_at, total FROM queen.log_dlq_list_v2($1, $2, $3, $4, $5, $6)",
             &[&req.tenant, &queue, &group, &partition, &limit, &offset],
         )
         .await
-        .map_err(|e| DbError::from_pg("log_dlq_list_v1", e))?;
+        .map_err(|e| DbError::from_pg("log_dlq_list_v2", e))?;
     drop(db);
     let total = rows.first().map_or(0, |r| r.get::<_, i64>("total"));
     let messages = rows
         .iter()
         .filter(|r| r.get::<_, Option<i64>>("id").is_some())
-        .map(dlq_message)
+        .map(|r| dlq_message(app, r))
         .collect();
-    Ok(http::json(StatusCode::OK, &DlqPage { messages, total }))
+    let pagination = DlqPagination {
+        total: Some(total),
+        limit: limit.into(),
+        offset,
+    };
+    Ok(http::json(
+        StatusCode::OK,
+        &DlqPage {
+            messages,
+            pagination,
+        },
+    ))
 }
 
 /// One listed row as the wire shows it (queue mode's group is null).
-fn dlq_message(row: &Row) -> DlqMessage {
+fn dlq_message(app: &App, row: &Row) -> DlqMessage {
     let group: String = row.get("consumer_group");
     let failed_at: SystemTime = row.get("failed_at");
+    let message_id: Uuid = row.get("message_id");
+    let (data, data_error) =
+        match payload_text(app, row.get("payload"), row.get("sealed"), message_id) {
+            Ok(text) => (raw_payload(text), None),
+            Err(e) => (raw_payload(None), Some(e)),
+        };
     DlqMessage {
-        id: row.get("id"),
+        id: message_id.to_string(),
         queue: row.get("queue_name"),
         partition: row.get("partition_name"),
         partition_id: row.get::<_, Uuid>("partition_id").to_string(),
         consumer_group: (group != QUEUE_MODE_GROUP).then_some(group),
-        offset: row.get("offset"),
-        message_id: row.get::<_, Uuid>("message_id").to_string(),
+        offset: Some(row.get("offset")),
         transaction_id: row.get("transaction_id"),
-        data: raw_payload(row.get("payload")),
-        error: row.get("error"),
+        data,
+        data_error,
+        error_message: row.get("error"),
         retry_count: row.get("retry_count"),
-        failed_at: humantime::format_rfc3339_micros(failed_at).to_string(),
+        created_at: pushed_at(message_id),
+        failed_at: Some(humantime::format_rfc3339_micros(failed_at).to_string()),
     }
+}
+
+/// When a message was pushed, read from its UUIDv7 id (`None` for the nil id of a payload
+/// retained away before filing).
+fn pushed_at(message_id: Uuid) -> Option<String> {
+    let (secs, nanos) = message_id.get_timestamp()?.to_unix();
+    let at = SystemTime::UNIX_EPOCH + std::time::Duration::new(secs, nanos);
+    Some(humantime::format_rfc3339_micros(at).to_string())
+}
+
+/// A stored payload's JSON text, opened when the row holds it sealed (a JSON string of the
+/// hex of the sealed bytes); the error says why it cannot be (logged here).
+fn payload_text(
+    app: &App,
+    stored: Option<String>,
+    sealed: bool,
+    message_id: Uuid,
+) -> Result<Option<String>, String> {
+    if !sealed {
+        return Ok(stored);
+    }
+    let opened = stored
+        .as_deref()
+        .and_then(|t| serde_json::from_str::<String>(t).ok())
+        .and_then(|h| hex::decode(h).ok())
+        .ok_or_else(|| format!("sealed payload of message {message_id} is not hex text"))
+        .and_then(|bytes| crate::crypto::open_with(app.sealer.as_deref(), &bytes, message_id))
+        .and_then(|plain| {
+            String::from_utf8(plain).map_err(|_| format!("payload of {message_id} is not UTF-8"))
+        });
+    if let Err(e) = &opened {
+        tracing::error!(%message_id, error = %e, "a dead-lettered payload cannot be decrypted");
+    }
+    opened.map(Some)
 }
 
 /// A stored payload's JSON text as the answer's raw `data` (stored text is JSON: the column is
@@ -96,6 +157,8 @@ fn raw_payload(text: Option<String>) -> Box<RawValue> {
 
 /// A DLQ row being replayed.
 struct Stored {
+    message_id: Uuid,
+    sealed: bool,
     id: i64,
     queue: String,
     partition: String,
@@ -137,7 +200,7 @@ pub async fn retry(app: &App, req: &Request) -> Result<Answer, ApiError> {
     if stored.is_empty() {
         return Err(no_row(pid, txn));
     }
-    let items = replay_items(&stored);
+    let items = replay_items(app, &stored)?;
     let pushed = push_items(app, req.tenant, &items).await?;
     let ids: Vec<i64> = stored.iter().map(|s| s.id).collect();
     let db = app.db("dlq_retry").await?;
@@ -208,15 +271,17 @@ async fn fetch(
     let db = app.db("dlq_retry").await?;
     let rows = db
         .query(
-            "SELECT id, queue_name, partition_name, \"offset\", payload::text \
-             FROM queen.log_dlq_fetch_v1($1, $2, $3, $4)",
+            "SELECT id, queue_name, partition_name, \"offset\", payload::text, message_id, sealed \
+             FROM queen.log_dlq_fetch_v2($1, $2, $3, $4)",
             &[&tenant, &pid, &txn, &group],
         )
         .await
-        .map_err(|e| DbError::from_pg("log_dlq_fetch_v1", e))?;
+        .map_err(|e| DbError::from_pg("log_dlq_fetch_v2", e))?;
     Ok(rows
         .iter()
         .map(|r| Stored {
+            message_id: r.get(5),
+            sealed: r.get(6),
             id: r.get(0),
             queue: r.get(1),
             partition: r.get(2),
@@ -226,8 +291,9 @@ async fn fetch(
         .collect())
 }
 
-/// One push item per distinct original offset, each under a fresh identity.
-fn replay_items(stored: &[Stored]) -> Vec<Item> {
+/// One push item per distinct original offset, each under a fresh identity; a sealed payload
+/// is opened first (500, row kept, when it cannot be).
+fn replay_items(app: &App, stored: &[Stored]) -> Result<Vec<Item>, ApiError> {
     let mut items: Vec<Item> = Vec::new();
     let mut last: Option<i64> = None;
     for s in stored {
@@ -235,16 +301,19 @@ fn replay_items(stored: &[Stored]) -> Vec<Item> {
             continue;
         }
         last = Some(s.offset);
+        let payload = payload_text(app, Some(s.payload.clone()), s.sealed, s.message_id)
+            .map_err(ApiError::internal)?
+            .unwrap_or_else(|| "null".into());
         let message_id = Uuid::now_v7();
         items.push(Item {
             queue: s.queue.clone(),
             partition: s.partition.clone(),
             transaction_id: message_id.to_string(),
             message_id,
-            payload: s.payload.clone().into_bytes(),
+            payload: payload.into_bytes(),
         });
     }
-    items
+    Ok(items)
 }
 
 /// The distinct original offsets, in the order `replay_items` replays them.

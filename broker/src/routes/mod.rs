@@ -10,6 +10,7 @@ pub mod lease;
 pub mod operations;
 pub mod pop;
 pub mod push;
+pub mod queues;
 pub mod transaction;
 
 use crate::app::App;
@@ -28,6 +29,9 @@ pub async fn dispatch(app: &App, req: Request) -> Result<Answer, ApiError> {
         Route::DlqList => dlq::list(app, &req).await,
         Route::MessageRetry { .. } => dlq::retry(app, &req).await,
         Route::MessageDelete { .. } => dlq::delete(app, &req).await,
+        Route::QueueList => queues::list(app, &req).await,
+        Route::QueueGet { .. } => queues::get(app, &req).await,
+        Route::QueueDelete { .. } => queues::delete(app, &req).await,
         Route::Ack | Route::AckBatch => ack::handle(app, &req).await,
         Route::Transaction => transaction::handle(app, &req).await,
     }

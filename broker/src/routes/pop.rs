@@ -18,7 +18,7 @@ use crate::app::App;
 use crate::http::{self, Answer, ApiError, Request, Route};
 use crate::longpoll::Scope;
 use crate::metrics::Metrics;
-use crate::pop::{DeliveredSpan, Delivery, PopParams, Target};
+use crate::pop::{DeliveredSpan, Delivery, PopParams, Subscription, Target};
 use ackbench_wire::QUEUE_MODE_GROUP;
 
 pub async fn handle(app: &App, req: &Request) -> Result<Answer, ApiError> {
@@ -69,6 +69,9 @@ pub async fn handle(app: &App, req: &Request) -> Result<Answer, ApiError> {
             }
             _ = tokio::time::sleep(recheck_in) => true,
         };
+        if waiter.as_ref().is_some_and(|w| w.slot().is_closed()) {
+            return Ok(http::empty(StatusCode::NO_CONTENT)); // the queue was deleted
+        }
     }
 }
 
@@ -108,28 +111,47 @@ fn parse(req: &Request) -> Result<PopParams, ApiError> {
         Some(g) if g == QUEUE_MODE_GROUP => None,
         Some(g) => Some(g.to_string()),
     };
-    let subscription_new = match req.param("subscriptionMode").unwrap_or("all") {
-        "all" => false,
-        "new" => true,
-        other => {
-            return Err(ApiError::bad_request(format!(
-                "subscriptionMode must be `all` or `new`, not `{other}`"
-            )))
-        }
-    };
+    let subscription = subscription(req)?;
     Ok(PopParams {
         target,
         batch: int_param(req, "batch", 200, 1, 10_000)?,
         wait: bool_param(req, "wait")?,
         timeout: Duration::from_millis(int_param(req, "timeout", 30_000, 0, 3_600_000)? as u64),
         group,
-        subscription_new,
+        subscription,
         auto_ack: bool_param(req, "autoAck")?,
         lease_seconds: match req.param("leaseSeconds") {
             None => None,
             Some(_) => Some(int_param(req, "leaseSeconds", 0, 1, 30 * 86_400)?),
         },
     })
+}
+
+/// `subscriptionMode` (with Queen's aliases `new-only` and `from_beginning`) and
+/// `subscriptionFrom` (`now` or an ISO-8601 time), which overrides the mode.
+fn subscription(req: &Request) -> Result<Subscription, ApiError> {
+    let mode = match req.param("subscriptionMode").unwrap_or("all") {
+        "all" | "from_beginning" => Subscription::All,
+        "new" | "new-only" => Subscription::New,
+        other => {
+            return Err(ApiError::bad_request(format!(
+                "subscriptionMode must be `all`, `new`, `new-only` or `from_beginning`, not \
+                 `{other}`"
+            )))
+        }
+    };
+    match req.param("subscriptionFrom") {
+        None => Ok(mode),
+        Some("now") => Ok(Subscription::New),
+        Some(raw) => crate::pop::subscription::parse_time(raw)
+            .map(Subscription::From)
+            .ok_or_else(|| {
+                ApiError::bad_request(format!(
+                    "subscriptionFrom must be `now` or an ISO-8601 time \
+                 (2026-01-31T12:00:00Z), not `{raw}`"
+                ))
+            }),
+    }
 }
 
 fn int_param(req: &Request, name: &str, default: i32, min: i32, max: i32) -> Result<i32, ApiError> {

@@ -1,11 +1,17 @@
 //! `POST /api/v1/push`: validation (the body read into `ackbench_wire::PushBody`), grouping by
 //! partition, and the wire answer.
 //!
+//! Queue options act here: the payloads of a queue with `encryptionEnabled` are packed sealed
+//! (`segment::pack_with`); a request with an item for a queue with a `maxSize` goes through
+//! `log_push_v2` even with push fusion on, so that a refusal writes nothing of the request
+//! (409, `ApiError::queue_full`). Which queues are encrypted or limited is read through
+//! `queue_meta` (a brief hint); the limit's verdict is the procedure's.
+//!
 //! The request is validated whole before anything is written. Items are grouped by (queue,
 //! partition) in order of first appearance. With push fusion on (the default) each group is a
 //! job of the fusion engine (`push::fusion`), which commits it together with concurrent
 //! pushes; the answer waits for every group's commit. With it off, all groups are written by
-//! one `queen.log_push_v1` call (one transaction, one segment and one `log_txns` row per
+//! one `queen.log_push_v2` call (one transaction, one segment and one `log_txns` row per
 //! group); when that procedure reports duplicates it has written nothing, the duplicates are
 //! set aside and the call is repeated without them (each round only shrinks the input). Either
 //! way a duplicate answers with the original message's id, and every committed segment is
@@ -18,6 +24,7 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use crate::app::App;
+use crate::crypto::Sealer;
 use crate::http::json::{field, nonempty, read_body, Fields};
 use crate::http::limits::{self, MAX_TXN_BYTES};
 use crate::http::{self, Answer, ApiError, Request};
@@ -132,9 +139,11 @@ pub async fn push_items(
     items: &[Item],
 ) -> Result<Vec<PushResult>, ApiError> {
     let groups = group_by_partition(items);
-    let settled = match &app.push_fusion {
-        Some(fusion) => push_fused(fusion, tenant, items, &groups).await?,
-        None => push_direct(app, tenant, items, &groups).await?,
+    let names: Vec<&str> = groups.iter().map(|g| items[g[0]].queue.as_str()).collect();
+    let sealed = queue_facts(app, tenant, &names).await?;
+    let settled = match (&app.push_fusion, sealed.limited) {
+        (Some(fusion), false) => push_fused(fusion, tenant, items, &groups, &sealed.groups).await?,
+        _ => push_direct(app, tenant, items, &groups, &sealed.groups).await?,
     };
     let queued = settled
         .iter()
@@ -164,6 +173,34 @@ pub async fn push_items(
         .collect())
 }
 
+/// Per push group, whether its queue is encrypted; and whether any queue of the request has a
+/// maxSize.
+pub struct QueueFacts {
+    pub groups: Vec<bool>,
+    pub limited: bool,
+}
+
+/// Reads the options of the groups' queues (`queue_meta`, one name per group); an encrypted
+/// queue without a key on this broker refuses the request (500: its payloads are never
+/// stored in clear).
+pub async fn queue_facts(app: &App, tenant: Uuid, names: &[&str]) -> Result<QueueFacts, ApiError> {
+    let metas = app.queue_metas.of(&app.pool, tenant, names).await?;
+    let meta = |name: &str| metas.get(name).copied().unwrap_or_default();
+    if let Some(name) = names
+        .iter()
+        .find(|n| meta(n).encrypted && app.sealer.is_none())
+    {
+        tracing::error!(queue = %name, "a push to an encrypted queue, and QUEEN_ENCRYPTION_KEY is not set");
+        return Err(ApiError::internal(format!(
+            "queue `{name}` is encrypted and this broker has no QUEEN_ENCRYPTION_KEY"
+        )));
+    }
+    Ok(QueueFacts {
+        groups: names.iter().map(|n| meta(n).encrypted).collect(),
+        limited: names.iter().any(|n| meta(n).max_size > 0),
+    })
+}
+
 /// Push fusion: one job per (queue, partition) group, all enqueued at once; the answer waits
 /// for every group's commit. The request holds no pooled connection meanwhile.
 async fn push_fused(
@@ -171,14 +208,17 @@ async fn push_fused(
     tenant: Uuid,
     items: &[Item],
     groups: &[Vec<usize>],
+    sealed: &[bool],
 ) -> Result<Vec<Settled>, ApiError> {
     let tickets: Vec<_> = groups
         .iter()
-        .map(|g| {
+        .zip(sealed)
+        .map(|(g, &sealed)| {
             fusion.submit(PushJob {
                 tenant,
                 queue: items[g[0]].queue.clone(),
                 partition: items[g[0]].partition.clone(),
+                sealed,
                 frames: g
                     .iter()
                     .map(|&i| PushFrame {
@@ -193,6 +233,7 @@ async fn push_fused(
         .collect();
     let mut settled: Vec<Settled> = items.iter().map(|_| Settled::Queued).collect();
     let mut failure = None;
+    let mut full = None;
     for (g, ticket) in groups.iter().zip(tickets) {
         match ticket.await {
             Ok(done) => {
@@ -200,37 +241,47 @@ async fn push_fused(
                     settled[i] = match fate {
                         FrameFate::Written { .. } => Settled::Queued,
                         FrameFate::Duplicate { original } => Settled::Duplicate(original),
+                        FrameFate::Full(refusal) => {
+                            full = full.or(Some(refusal));
+                            Settled::Queued
+                        }
                     };
                 }
             }
             Err(e) => failure = failure.or(Some(e)),
         }
     }
+    if let Some(refusal) = full {
+        return Err(ApiError::queue_full(refusal));
+    }
     match failure {
         None => Ok(settled),
-        Some(message) => Err(DbError::unavailable("log_push_multi_v1", message).into()),
+        Some(message) => Err(DbError::unavailable("log_push_multi_v2", message).into()),
     }
 }
 
-/// Without push fusion: every round is one `log_push_v1` call (one transaction) for all the
-/// request's groups.
+/// Without push fusion (or for a request to a queue with a maxSize): every round is one
+/// `log_push_v2` call (one transaction) for all the request's groups. A maxSize refusal
+/// rolled the call back whole: 409.
 async fn push_direct(
     app: &App,
     tenant: Uuid,
     items: &[Item],
     groups: &[Vec<usize>],
+    sealed: &[bool],
 ) -> Result<Vec<Settled>, ApiError> {
     let mut outcome: Vec<Outcome> = items.iter().map(|_| Outcome::Pending).collect();
     let db = app.db("push").await?;
     let stmt = db
         .prepare_cached(
             "SELECT ordinal, partition_id, base_offset, written, dup_index, dup_offset, \
-             dup_first FROM queen.log_push_v1($1, $2, $3, $4, $5)",
+             dup_first FROM queen.log_push_v2($1, $2, $3, $4, $5)",
         )
         .await
-        .map_err(|e| DbError::from_pg("log_push_v1", e))?;
+        .map_err(|e| DbError::from_pg("log_push_v2", e))?;
+    let sealer = app.sealer.as_deref();
     loop {
-        let call = PushCall::build(items, groups, &outcome);
+        let call = PushCall::build(items, groups, sealed, sealer, &outcome);
         if call.members.is_empty() {
             break;
         }
@@ -246,7 +297,7 @@ async fn push_direct(
                 ],
             )
             .await
-            .map_err(|e| DbError::from_pg("log_push_v1", e))?;
+            .map_err(|e| refused_or_failed(DbError::from_pg("log_push_v2", e)))?;
         let written = rows.iter().all(|r| r.get::<_, bool>("written"));
         for row in &rows {
             let members = &call.members[row.get::<_, i32>("ordinal") as usize - 1];
@@ -284,7 +335,19 @@ async fn push_direct(
         .collect())
 }
 
-/// Hands one committed `log_push_v1` group to `on_pushed`.
+/// A maxSize refusal `log_push_v2` raised (409), else the failure.
+pub fn refused_or_failed(e: DbError) -> ApiError {
+    let full = e
+        .detail()
+        .filter(|d| d.get("refusal").and_then(|r| r.as_str()) == Some("queue_full"))
+        .and_then(|d| serde_json::from_value(Value::Object(d)).ok());
+    match full {
+        Some(refusal) => ApiError::queue_full(refusal),
+        None => e.into(),
+    }
+}
+
+/// Hands one committed `log_push_v2` group to `on_pushed`.
 fn report_written(
     app: &App,
     tenant: Uuid,
@@ -333,7 +396,7 @@ fn group_by_partition(items: &[Item]) -> Vec<Vec<usize>> {
     groups
 }
 
-/// The arrays of one `log_push_v1` call, built from the items still pending.
+/// The arrays of one `log_push_v2` call, built from the items still pending.
 struct PushCall {
     members: Vec<Vec<usize>>,
     queues: Vec<String>,
@@ -343,7 +406,13 @@ struct PushCall {
 }
 
 impl PushCall {
-    fn build(items: &[Item], groups: &[Vec<usize>], outcome: &[Outcome]) -> PushCall {
+    fn build(
+        items: &[Item],
+        groups: &[Vec<usize>],
+        sealed: &[bool],
+        sealer: Option<&Sealer>,
+        outcome: &[Outcome],
+    ) -> PushCall {
         let mut call = PushCall {
             members: vec![],
             queues: vec![],
@@ -351,7 +420,7 @@ impl PushCall {
             hashes: vec![],
             blobs: vec![],
         };
-        for g in groups {
+        for (g, &sealed) in groups.iter().zip(sealed) {
             let members: Vec<usize> = g
                 .iter()
                 .copied()
@@ -374,7 +443,8 @@ impl PushCall {
                     .flat_map(|&i| txn_hash(&items[i].transaction_id))
                     .collect(),
             );
-            call.blobs.push(segment::pack(&frames));
+            call.blobs
+                .push(segment::pack_with(&frames, sealer.filter(|_| sealed)));
             call.queues.push(items[g[0]].queue.clone());
             call.partitions.push(items[g[0]].partition.clone());
             call.members.push(members);

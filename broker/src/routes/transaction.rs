@@ -5,7 +5,7 @@
 //! "partitionId", "status", "consumerGroup"?, "leaseId"?, "error"?}], "requiredLeases"?:
 //! [leaseId, ...]}`. The whole body is validated first (a 400 names the field, e.g.
 //! `operations[2].type`, and nothing is written); then everything goes to PostgreSQL as ONE
-//! `queen.log_transaction_wire_v1(payload jsonb)` call, one transaction:
+//! `queen.log_transaction_wire_v2(payload jsonb)` call, one transaction:
 //!
 //! - Pushes: the items of every push operation are grouped by (queue, partition) in order of
 //!   first appearance, each group one segment packed here (`segment::pack`) with its 16-byte
@@ -49,6 +49,7 @@ use crate::ack::hash_path::success;
 use crate::ack::registry::Positions;
 use crate::ack::{self, AckGroup, AckItem, AckStatus, HashOutcome, PositionalOutcome};
 use crate::app::App;
+use crate::crypto::Sealer;
 use crate::http::json::{field, read_body, Fields};
 use crate::http::limits;
 use crate::http::{self, Answer, ApiError, Request};
@@ -96,20 +97,25 @@ struct AckPlan {
 pub async fn handle(app: &App, req: &Request) -> Result<Answer, ApiError> {
     let body = parse(&req.body)?;
     let pushes = push_groups(&body.ops);
+    let names: Vec<&str> = pushes.iter().map(|g| g.queue.as_str()).collect();
+    let sealed = crate::routes::push::queue_facts(app, req.tenant, &names)
+        .await?
+        .groups;
     let acks = ack_plans(app, req.tenant, &body.ops);
-    let payload = payload(req.tenant, &body, &pushes, &acks);
+    let sealer = app.sealer.as_deref();
+    let payload = payload(req.tenant, &body, &pushes, &sealed, sealer, &acks);
     let transaction_id = Uuid::now_v7();
 
     let db = app.db("transaction").await?;
     let stmt = db
-        .prepare_cached("SELECT queen.log_transaction_wire_v1($1)")
+        .prepare_cached("SELECT queen.log_transaction_wire_v2($1)")
         .await
-        .map_err(|e| DbError::from_pg("log_transaction_wire_v1", e))?;
+        .map_err(|e| DbError::from_pg("log_transaction_wire_v2", e))?;
     let answer: Value = match db.query_one(&stmt, &[&payload]).await {
         Ok(row) => row.get(0),
         Err(e) => {
             drop(db);
-            let e = DbError::from_pg("log_transaction_wire_v1", e);
+            let e = DbError::from_pg("log_transaction_wire_v2", e);
             let Some((r, why)) = Refusal::of(&e)
                 .and_then(|r| refusal(&r, &body, &pushes, &acks).map(|why| (r, why)))
             else {
@@ -147,7 +153,7 @@ pub async fn handle(app: &App, req: &Request) -> Result<Answer, ApiError> {
     for (ordinal, plan) in acks.iter().enumerate() {
         let result = outcomes.get(&ordinal).ok_or_else(|| {
             ApiError::internal(format!(
-                "log_transaction_wire_v1 did not answer ack group {ordinal}"
+                "log_transaction_wire_v2 did not answer ack group {ordinal}"
             ))
         })?;
         let results = match plan.mode {
@@ -330,11 +336,19 @@ fn ack_plans(app: &App, tenant: Uuid, ops: &[Op]) -> Vec<AckPlan> {
         .collect()
 }
 
-/// The jsonb argument of `log_transaction_wire_v1` (see `sql/009_transaction.sql`).
-fn payload(tenant: Uuid, body: &Body, pushes: &[PushGroup], acks: &[AckPlan]) -> Value {
+/// The jsonb argument of `log_transaction_wire_v2` (see `sql/009_transaction.sql`); the push
+/// groups of encrypted queues (`sealed`) are packed sealed.
+fn payload(
+    tenant: Uuid,
+    body: &Body,
+    pushes: &[PushGroup],
+    sealed: &[bool],
+    sealer: Option<&Sealer>,
+    acks: &[AckPlan],
+) -> Value {
     let mut hashes = Vec::with_capacity(pushes.len());
     let mut blobs = Vec::with_capacity(pushes.len());
-    for g in pushes {
+    for (g, &sealed) in pushes.iter().zip(sealed) {
         let items: Vec<&Item> = g.members.iter().map(|&m| item_at(&body.ops, m)).collect();
         let frames: Vec<FrameRef<'_>> = items
             .iter()
@@ -349,7 +363,8 @@ fn payload(tenant: Uuid, body: &Body, pushes: &[PushGroup], acks: &[AckPlan]) ->
             .flat_map(|i| txn_hash(&i.transaction_id))
             .collect();
         hashes.push(hex::encode(h));
-        blobs.push(hex::encode(segment::pack(&frames)));
+        let blob = segment::pack_with(&frames, sealer.filter(|_| sealed));
+        blobs.push(hex::encode(blob));
     }
     let acks: Vec<Value> = acks
         .iter()
@@ -403,7 +418,7 @@ fn payload(tenant: Uuid, body: &Body, pushes: &[PushGroup], acks: &[AckPlan]) ->
 
 /// The procedure's per-group answers, by ack ordinal.
 fn ack_outcomes(answer: &Value) -> Result<HashMap<usize, Value>, ApiError> {
-    let shape = || ApiError::internal("log_transaction_wire_v1 answered an unknown shape");
+    let shape = || ApiError::internal("log_transaction_wire_v2 answered an unknown shape");
     answer["acks"]
         .as_array()
         .ok_or_else(shape)?
@@ -525,8 +540,8 @@ fn push_results(items: &[Item]) -> Vec<PushResult> {
 // ---------------------------------------------------------------------------------------------
 // refusals
 
-/// A refusal `log_transaction_wire_v1` raised, read from its DETAIL (`DbError::detail`, the
-/// shapes listed in `sql/013_structured_refusals.sql`).
+/// A refusal `log_transaction_wire_v2` raised, read from its DETAIL (`DbError::detail`, the
+/// shapes listed in `sql/013_structured_refusals.sql` and `sql/017_queue_resources.sql`).
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(tag = "refusal", rename_all = "snake_case")]
 enum Refusal {
@@ -546,6 +561,14 @@ enum Refusal {
         reason: String,
         #[serde(default)]
         hash: Option<String>,
+    },
+    /// A push would take `queue` above its maxSize.
+    QueueFull {
+        queue: String,
+        #[serde(rename = "maxSize")]
+        max_size: i64,
+        depth: i64,
+        pushing: i64,
     },
 }
 
@@ -586,6 +609,15 @@ fn refusal(r: &Refusal, body: &Body, pushes: &[PushGroup], acks: &[AckPlan]) -> 
                 item.index, item.transaction_id
             ))
         }
+        Refusal::QueueFull {
+            queue,
+            max_size,
+            depth,
+            pushing,
+        } => Some(format!(
+            "queue `{queue}` is full: maxSize {max_size}, {depth} unconsumed messages, this \
+             transaction adds {pushing}; nothing was committed"
+        )),
     }
 }
 

@@ -42,6 +42,9 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(12, "012_pop_engine.sql"),
     migration!(13, "013_structured_refusals.sql"),
     migration!(14, "014_reliability.sql"),
+    migration!(15, "015_queue_options.sql"),
+    migration!(16, "016_pop_options.sql"),
+    migration!(17, "017_queue_resources.sql"),
 ];
 
 const LOCK_KEY: i64 = 0x5155_4545_4e5f_4d49; // "QUEEN_MI"

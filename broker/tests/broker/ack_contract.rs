@@ -367,7 +367,7 @@ async fn branch_dlq_through_the_broker_files_the_snapshot_and_releases() {
     let db = t.sql().await;
     let v: Value = db
         .query_one(
-            "SELECT queen.log_dlq_head_v2($1, $2, $3, 1, $4, 'b', '{}'::json, 'again')",
+            "SELECT queen.log_dlq_head_v3($1, $2, $3, 1, $4, 'b', '{}'::json, false, 'again')",
             &[
                 &Uuid::parse_str(&b.pid).unwrap(),
                 &QM,

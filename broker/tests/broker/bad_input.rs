@@ -143,7 +143,9 @@ async fn malformed_pops_are_400_naming_the_parameter() {
 async fn bad_configure_names_the_option() {
     let t = TestBroker::start().await;
     for (options, name) in [
-        (json!({"priority": 5}), "priority"),
+        (json!({"priority": "high"}), "priority"),
+        (json!({"maxSize": -1}), "maxSize"),
+        (json!({"encryptionEnabled": "yes"}), "encryptionEnabled"),
         (json!({"leaseTime": "long"}), "leaseTime"),
         (json!({"leaseTime": 0}), "leaseTime"),
         (json!({"retryLimit": -1}), "retryLimit"),

@@ -96,7 +96,7 @@ async fn partition_id(t: &TestBroker, queue: &str, partition: &str) -> Uuid {
     .get(0)
 }
 
-/// Files a DLQ row with SQL (as `log_dlq_head_v2` would), payload `{"t": txn}`, a random
+/// Files a DLQ row with SQL (as `log_dlq_head_v3` would), payload `{"t": txn}`, a random
 /// message id; returns the row id.
 async fn file_dlq(
     t: &TestBroker,
@@ -423,18 +423,34 @@ async fn dlq_list_filters_pages_and_counts() {
     let all = t.http.get("/api/v1/dlq").await;
     assert_eq!(all.status, StatusCode::OK, "{}", all.text);
     let page: ackbench_wire::DlqPage = serde_json::from_str(&all.text).expect("wire shape");
-    assert_eq!(page.total, 4);
+    assert_eq!(page.pagination.total, Some(4));
+    assert_eq!((page.pagination.limit, page.pagination.offset), (100, 0));
     assert_eq!(list_txns(&all), ["a", "b", "c", "d"], "filing order");
     let m = &page.messages[0];
-    assert_eq!(m.id, first);
+    let first_message: Uuid = t
+        .sql()
+        .await
+        .query_one(
+            "SELECT message_id FROM queen.log_dlq WHERE id = $1",
+            &[&first],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(m.id, first_message.to_string(), "id is the message id");
     assert_eq!((m.queue.as_str(), m.partition.as_str()), ("orders", "p1"));
     assert_eq!(m.partition_id, p1.to_string());
     assert_eq!(m.consumer_group, None, "queue mode lists as null");
-    assert_eq!((m.offset, m.retry_count), (0, 3));
+    assert_eq!((m.offset, m.retry_count), (Some(0), 3));
     assert_eq!(m.data.get(), r#"{"t": "a"}"#, "the stored text, as filed");
-    assert_eq!(m.error.as_deref(), Some("boom"));
-    assert!(is_wire_timestamp(&m.failed_at), "{}", m.failed_at);
-    assert!(Uuid::parse_str(&m.message_id).is_ok());
+    assert_eq!(m.error_message.as_deref(), Some("boom"));
+    let failed_at = m.failed_at.as_deref().unwrap_or_default();
+    assert!(is_wire_timestamp(failed_at), "{failed_at}");
+    assert_eq!(all.json["messages"][0]["errorMessage"], json!("boom"));
+    assert!(
+        all.json["messages"][0].get("error").is_none(),
+        "Queen's name only"
+    );
     assert_eq!(page.messages[1].consumer_group.as_deref(), Some("g1"));
 
     for (query, expected) in [
@@ -450,7 +466,7 @@ async fn dlq_list_filters_pages_and_counts() {
         let r = t.http.get(&format!("/api/v1/dlq?{query}")).await;
         assert_eq!(r.status, StatusCode::OK, "{query}: {}", r.text);
         assert_eq!(list_txns(&r), expected, "{query}");
-        assert_eq!(r.json["total"], expected.len(), "{query}");
+        assert_eq!(r.json["pagination"]["total"], expected.len(), "{query}");
     }
     for (query, expected) in [
         ("limit=2", vec!["a", "b"]),
@@ -463,7 +479,10 @@ async fn dlq_list_filters_pages_and_counts() {
         let r = t.http.get(&format!("/api/v1/dlq?{query}")).await;
         assert_eq!(list_txns(&r), expected, "{query}");
         let total = if query.starts_with("queue") { 3 } else { 4 };
-        assert_eq!(r.json["total"], total, "{query}: total ignores paging");
+        assert_eq!(
+            r.json["pagination"]["total"], total,
+            "{query}: total ignores paging"
+        );
     }
     for (query, name) in [
         ("limit=0", "limit"),
@@ -541,7 +560,10 @@ async fn dlq_retry_replays_at_the_tail_under_a_fresh_identity() {
     );
 
     assert_eq!(dlq_rows(&t).await, 0, "the DLQ row is gone");
-    assert_eq!(t.http.get("/api/v1/dlq").await.json["total"], 0);
+    assert_eq!(
+        t.http.get("/api/v1/dlq").await.json["pagination"]["total"],
+        0
+    );
     assert_eq!(last_offset(&t, pid).await, 3, "appended at the tail");
 
     // the original offset stays committed; the replay comes after what was already there
@@ -591,7 +613,7 @@ async fn dlq_retry_of_a_transaction_dead_lettered_by_several_groups() {
     assert_eq!(r.json["deleted"], 1);
     assert_eq!(r.json["messages"].as_array().unwrap().len(), 1);
     let left = t.http.get("/api/v1/dlq").await;
-    assert_eq!(left.json["total"], 2);
+    assert_eq!(left.json["pagination"]["total"], 2);
     assert_eq!(left.json["messages"][0]["consumerGroup"], "g2");
     assert_eq!(last_offset(&t, pid).await, 1);
     let none = t
@@ -708,7 +730,8 @@ async fn dlq_rows_of_another_tenant_are_invisible() {
 
     for tenant in [Some(TENANT_B), None] {
         let r = t.send_as(tenant, Method::GET, "/api/v1/dlq", None).await;
-        assert_eq!(r.json, json!({"messages": [], "total": 0}));
+        assert_eq!(r.json["messages"], json!([]));
+        assert_eq!(r.json["pagination"]["total"], 0);
         let retry = format!("/api/v1/messages/{pid}/a/retry");
         let r = t
             .send_as(tenant, Method::POST, &retry, Some(json!({})))
@@ -734,7 +757,7 @@ async fn dlq_rows_of_another_tenant_are_invisible() {
     let r = t
         .send_as(Some(TENANT_A), Method::GET, "/api/v1/dlq", None)
         .await;
-    assert_eq!(r.json["total"], 1);
+    assert_eq!(r.json["pagination"]["total"], 1);
     let r = t
         .send_as(
             Some(TENANT_A),
@@ -760,4 +783,16 @@ async fn dlq_rows_of_another_tenant_are_invisible() {
     assert_eq!(txns(&p).len(), 2);
     assert_eq!(dlq_rows(&t).await, 0);
     t.broker.shutdown().await;
+}
+
+#[test]
+fn a_queen_dlq_page_without_total_reads() {
+    let page: ackbench_wire::DlqPage = serde_json::from_str(
+        r#"{"messages": [{"id": "0190b7a2-0000-7000-8000-000000000000", "transactionId": "t",
+            "data": {"a": 1}, "errorMessage": "e", "consumerGroup": null}],
+            "pagination": {"limit": 100, "offset": 0}}"#,
+    )
+    .expect("Queen's listing shape");
+    assert_eq!(page.pagination.total, None);
+    assert_eq!(page.messages[0].error_message.as_deref(), Some("e"));
 }

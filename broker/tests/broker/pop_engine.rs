@@ -316,7 +316,7 @@ async fn a_fused_job_is_served_a_segment_another_job_listed_as_held() {
         .await
         .unwrap()
         .get(0);
-    let held = DecodedSegment::decode(0, std::time::SystemTime::now(), &blob).unwrap();
+    let held = DecodedSegment::decode(0, std::time::SystemTime::now(), &blob, None).unwrap();
     let job = |candidate, cached: Vec<(uuid::Uuid, Arc<DecodedSegment>)>| PopJob {
         group: ackbench_wire::QUEUE_MODE_GROUP.into(),
         worker: "w".into(),
@@ -339,4 +339,30 @@ async fn a_fused_job_is_served_a_segment_another_job_listed_as_held() {
         matches!(rows[1][0].segment, Stored::Held(ref s) if s.frame_at(0).unwrap().transaction_id == "b-0"),
         "b's blob was withheld and the first job's copy serves it"
     );
+}
+
+#[tokio::test]
+async fn a_named_pop_finds_a_partition_whose_queue_was_deleted_and_created_again_in_sql() {
+    let t = TestBroker::start().await;
+    t.http.push("reborn", &[("p", "old")]).await;
+    let r = t.http.get("/api/v1/pop/queue/reborn/partition/p").await;
+    assert_eq!(txns(&r), ["old"], "the broker now holds the partition's id");
+    ack_all(&t.http, &r).await;
+
+    // Another broker, or an operator, deletes the queue and it is created again: its partition
+    // gets a new id, and the id this broker cached no longer names anything.
+    t.sql()
+        .await
+        .execute("DELETE FROM queen.queues WHERE name = 'reborn'", &[])
+        .await
+        .unwrap();
+    t.http.push("reborn", &[("p", "new")]).await;
+    let r = t.http.get("/api/v1/pop/queue/reborn/partition/p").await;
+    assert_eq!(
+        txns(&r),
+        ["new"],
+        "a stale id falls back to PostgreSQL: {}",
+        r.text
+    );
+    t.broker.shutdown().await;
 }

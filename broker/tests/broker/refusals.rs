@@ -11,14 +11,14 @@ use serde_json::{json, Value};
 
 use crate::common::{fresh_database, TestBroker};
 
-/// Calls `log_transaction_wire_v1` with `payload` and returns its failure as a `DbError`.
+/// Calls `log_transaction_wire_v2` with `payload` and returns its failure as a `DbError`.
 async fn refused(t: &TestBroker, payload: Value) -> DbError {
     let db = t.sql().await;
     let e = db
-        .query_one("SELECT queen.log_transaction_wire_v1($1)", &[&payload])
+        .query_one("SELECT queen.log_transaction_wire_v2($1)", &[&payload])
         .await
         .expect_err("the procedure refuses");
-    DbError::from_pg("log_transaction_wire_v1", e)
+    DbError::from_pg("log_transaction_wire_v2", e)
 }
 
 fn tenant() -> Value {

@@ -65,7 +65,7 @@ async fn dlq_listing(t: &TestBroker) -> Vec<(String, String, String)> {
     page.messages
         .iter()
         .map(|m| {
-            let error = m.error.clone().unwrap_or_default();
+            let error = m.error_message.clone().unwrap_or_default();
             (m.transaction_id.clone(), m.data.get().to_string(), error)
         })
         .collect()

@@ -360,11 +360,14 @@ async fn dead_letters_of_another_tenant_are_invisible() {
     assert_eq!(r.json[0]["dlq"], json!(true), "{}", r.text);
 
     let own = get(&t, TENANT_B, "/api/v1/dlq").await;
-    assert_eq!(own.json["total"], json!(1), "{}", own.text);
+    assert_eq!(own.json["pagination"]["total"], json!(1), "{}", own.text);
     for path in ["/api/v1/dlq", "/api/v1/dlq?queue=orders"] {
         let foreign = get(&t, TENANT_A, path).await;
         assert_eq!(foreign.status, StatusCode::OK, "{}", foreign.text);
-        assert_eq!(foreign.json, json!({"messages": [], "total": 0}));
+        assert_eq!(
+            foreign.json,
+            json!({"messages": [], "pagination": {"total": 0, "limit": 100, "offset": 0}})
+        );
     }
 
     let unknown = Uuid::new_v4().to_string();

@@ -474,10 +474,10 @@ async fn transaction_dlq_hand_off_is_filed() {
 
     let dlq = t.http.get("/api/v1/dlq?queue=in").await;
     assert_eq!(dlq.status, StatusCode::OK, "{}", dlq.text);
-    assert_eq!(dlq.json["total"], json!(1), "{}", dlq.text);
+    assert_eq!(dlq.json["pagination"]["total"], json!(1), "{}", dlq.text);
     let row = &dlq.json["messages"][0];
     assert_eq!(row["transactionId"], json!("m1"));
-    assert_eq!(row["error"], json!("cannot parse"));
+    assert_eq!(row["errorMessage"], json!("cannot parse"));
     assert_eq!(row["data"], json!({"t": "m1"}));
     assert_eq!(row["offset"], json!(0));
     // The cursor stepped past the poison; the lease is gone; m2 redelivers.

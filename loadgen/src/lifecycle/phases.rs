@@ -190,12 +190,14 @@ impl Workload {
     }
 
     /// The transactions the broker's DLQ holds, per consumer group; `Err` says why the
-    /// listing could not be read.
+    /// listing could not be read. Pages until `total` is reached or, when the listing gives no
+    /// total (Queen's own server), a short page.
     async fn dead_lettered(&self, client: &BrokerClient) -> Result<Vec<TxnSet>, String> {
+        const PAGE: u32 = 1000;
         let mut dlq: Vec<TxnSet> = vec![TxnSet::default(); self.groups.len()];
         let mut offset = 0u64;
         loop {
-            let page = match client.dlq_page(&self.queue, 1000, offset).await {
+            let page = match client.dlq_page(&self.queue, PAGE, offset).await {
                 Ok(p) => p,
                 Err(e) => {
                     self.ctx.error(format!("audit: DLQ listing failed: {e}"));
@@ -212,10 +214,20 @@ impl Workload {
                 }
             }
             offset += page.messages.len() as u64;
-            if page.messages.is_empty() || offset >= page.total as u64 {
+            if last_page(page.messages.len(), PAGE, offset, page.pagination.total) {
                 return Ok(dlq);
             }
         }
+    }
+}
+
+/// Whether a DLQ page of `got` messages (of `limit` asked), ending at `offset`, is the last:
+/// empty, past the listing's `total`, or (without a total) short.
+fn last_page(got: usize, limit: u32, offset: u64, total: Option<i64>) -> bool {
+    match total {
+        _ if got == 0 => true,
+        Some(total) => offset >= total.max(0) as u64,
+        None => got < limit as usize,
     }
 }
 
@@ -228,4 +240,21 @@ async fn configure_queue(s: &Scenario, client: &BrokerClient, queue: &str) -> Re
         .await
         .map(|_| ())
         .map_err(|e| format!("configure {queue}: {e}"))
+}
+
+#[cfg(test)]
+mod dlq_paging_tests {
+    use super::last_page;
+
+    #[test]
+    fn pages_by_total_or_until_a_short_page() {
+        assert!(last_page(0, 1000, 0, None));
+        assert!(
+            !last_page(1000, 1000, 1000, None),
+            "a full page without total: ask again"
+        );
+        assert!(last_page(999, 1000, 1999, None), "a short page ends it");
+        assert!(last_page(1000, 1000, 1000, Some(1000)), "total reached");
+        assert!(!last_page(1000, 1000, 1000, Some(1500)));
+    }
 }

@@ -28,6 +28,7 @@ pub const ACK_PROCEDURES: &[&str] = &[
     "log_ack_multi_v1",
     "log_ack_v1",
     "log_dlq_head_v1",
+    "log_dlq_head_v3",
     "ack_messages_v2",
     "pgmq.delete",
     "pgmq.archive",
@@ -261,8 +262,9 @@ mod tests {
         assert_eq!(
             ack_procedures_pattern(),
             "(queen\\.log_ack_by_hash_v1|queen\\.log_ack_at_v1|queen\\.log_ack_multi_v1|\
-             queen\\.log_ack_v1|queen\\.log_dlq_head_v1|queen\\.ack_messages_v2|pgmq\\.delete|pgmq\\.archive|\
-             pgmq\\.set_vt|pgq\\.finish_batch|pgq\\.event_retry)\\("
+             queen\\.log_ack_v1|queen\\.log_dlq_head_v1|queen\\.log_dlq_head_v3|\
+             queen\\.ack_messages_v2|pgmq\\.delete|pgmq\\.archive|pgmq\\.set_vt|pgq\\.finish_batch|\
+             pgq\\.event_retry)\\("
         );
     }
 

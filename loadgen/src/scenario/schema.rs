@@ -160,6 +160,17 @@ pub struct QueueOptions {
     pub completed_retention_seconds: u32,
     /// `retentionSeconds`, 0 = kept (default 0).
     pub retention_seconds: u32,
+    /// `delayedProcessing`, seconds before a pushed message may be delivered (default 0).
+    pub delayed_processing: u32,
+    /// `windowBuffer`, seconds a partition is held back after its newest push (default 0).
+    pub window_buffer: u32,
+    /// `maxSize`, most unconsumed messages the queue may hold, 0 = no limit (default 0).
+    pub max_size: u64,
+    /// `priority`, preferred by discovery pops (default 0).
+    pub priority: i32,
+    /// `encryptionEnabled`: payloads stored AES-256-GCM encrypted (default false). The broker
+    /// needs `QUEEN_ENCRYPTION_KEY`; the load generator sets one for the brokers it starts.
+    pub encryption_enabled: bool,
 }
 
 impl Default for QueueOptions {
@@ -172,6 +183,11 @@ impl Default for QueueOptions {
             dedup_window_seconds: 3600,
             completed_retention_seconds: 0,
             retention_seconds: 0,
+            delayed_processing: 0,
+            window_buffer: 0,
+            max_size: 0,
+            priority: 0,
+            encryption_enabled: false,
         }
     }
 }
@@ -193,6 +209,15 @@ impl QueueOptions {
             dedup_window_seconds: int(self.dedup_window_seconds),
             completed_retention_seconds: int(self.completed_retention_seconds),
             retention_seconds: int(self.retention_seconds),
+            delayed_processing: int(self.delayed_processing),
+            window_buffer: int(self.window_buffer),
+            max_size: i64::try_from(self.max_size).unwrap_or(i64::MAX),
+            priority: self.priority,
+            encryption_enabled: self.encryption_enabled,
+            retention_enabled: false,
+            ttl: 3600,
+            retry_delay: 1000,
+            max_wait_time_seconds: 0,
         }
     }
 }

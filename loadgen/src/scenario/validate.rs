@@ -155,6 +155,20 @@ fn check_queue(q: &Queue, loc: &Locator) -> Check {
     let max = i32::MAX as u32;
     between(loc, "queue.options.lease_time", o.lease_time, 1, MAX_LEASE)?;
     between(loc, "queue.options.retry_limit", o.retry_limit, 0, 1000)?;
+    between(
+        loc,
+        "queue.options.max_size",
+        o.max_size,
+        0,
+        1_000_000_000_000,
+    )?;
+    between(
+        loc,
+        "queue.options.priority",
+        o.priority,
+        -1_000_000,
+        1_000_000,
+    )?;
     let windows = [
         ("queue.options.dedup_window_seconds", o.dedup_window_seconds),
         (
@@ -162,6 +176,8 @@ fn check_queue(q: &Queue, loc: &Locator) -> Check {
             o.completed_retention_seconds,
         ),
         ("queue.options.retention_seconds", o.retention_seconds),
+        ("queue.options.delayed_processing", o.delayed_processing),
+        ("queue.options.window_buffer", o.window_buffer),
     ];
     windows
         .into_iter()

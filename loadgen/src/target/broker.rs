@@ -41,6 +41,8 @@ impl Launch {
         let mut cmd = Command::new(&self.binary);
         cmd.env("DATABASE_URL", &self.database_url)
             .env("QUEEN_LISTEN", format!("127.0.0.1:{}", self.port))
+            // A fixed, public benchmark key, so `[queue.options] encryption_enabled` works.
+            .env("QUEEN_ENCRYPTION_KEY", "ab".repeat(32))
             .env(
                 "RUST_LOG",
                 std::env::var("ACKBENCH_BROKER_LOG").unwrap_or_else(|_| "info".into()),

@@ -49,6 +49,7 @@ const LOG_ENGINE: Procedures = Procedures {
         "log_ack_multi_v1",
         "log_ack_v1",
         "log_dlq_head_v1",
+        "log_dlq_head_v3",
     ],
     dlq: &["log_dlq_list_v1", "log_dlq_fetch_v1"],
 };
