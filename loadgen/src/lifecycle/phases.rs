@@ -205,10 +205,12 @@ impl Workload {
                 }
             };
             for m in &page.messages {
-                let group = self
-                    .groups
-                    .iter()
-                    .position(|g| g.as_deref() == m.consumer_group.as_deref());
+                // Queen lists a queue-mode dead letter under the group `__QUEUE_MODE__`.
+                let listed = m
+                    .consumer_group
+                    .as_deref()
+                    .filter(|g| *g != ackbench_wire::QUEUE_MODE_GROUP);
+                let group = self.groups.iter().position(|g| g.as_deref() == listed);
                 if let Some(g) = group {
                     dlq[g].insert(txn_hash(&m.transaction_id));
                 }

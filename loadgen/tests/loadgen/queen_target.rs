@@ -243,6 +243,10 @@ fn a_run_against_recorded_queen_ends_with_a_report_and_nothing_lost() {
     assert!(a.drained && a.lost == 0 && a.pushed > 0, "{a:?}");
     assert!(a.dead_lettered > 0, "the scenario dead-letters some: {a:?}");
     assert!(
+        !a.dlq_unchecked && a.dead_lettered_unconfirmed == 0,
+        "every dead letter found in Queen's listing (queue mode listed as __QUEUE_MODE__): {a:?}"
+    );
+    assert!(
         r.meta
             .broker
             .target_kind
