@@ -37,7 +37,6 @@ pub async fn run(opts: RunOptions) -> u8 {
     if let Err(e) = refuse_unavailable(&scenario.faults, &opts.target) {
         return fail(&e);
     }
-    let cells = run::cell_list(&scenario, aa);
     let seed = scenario.run.seed.unwrap_or_else(|| fastrand::u64(..));
     let out_dir = opts
         .out
@@ -50,6 +49,15 @@ pub async fn run(opts: RunOptions) -> u8 {
         Ok(env) => env,
         Err(e) => return fail(&e),
     };
+    let target = env.external_broker().then(|| env.profile.cell_name());
+    let cells = run::cell_list(&scenario, aa, target.as_deref());
+    if let Some(name) = &target {
+        eprintln!(
+            "ackbench: against an external broker the scenario's cells ({}) become one cell, {name}; \
+             ratio gates between them are not applicable",
+            scenario.run.cells.iter().map(|c| c.name()).collect::<Vec<_>>().join(", ")
+        );
+    }
     let planned: Vec<Cell> = cells.iter().map(|c| c.0).collect();
     if let Err(e) = env.check_peers(&planned).await {
         return fail(&e);
@@ -89,16 +97,8 @@ pub async fn run(opts: RunOptions) -> u8 {
     }
     print_summary(&results);
     println!("\n{}", gates::table(&eval));
-    if let Some(cell) = aa {
-        println!(
-            "{}",
-            gates::aa_noise(
-                &results,
-                &scenario.gates,
-                cell.name(),
-                &run::aa_twin(cell.name())
-            )
-        );
+    if let (Some(_), [(_, cell), (_, twin)]) = (aa, cells.as_slice()) {
+        println!("{}", gates::aa_noise(&results, &scenario.gates, cell, twin));
     }
     run_exit_code(&results, &eval)
 }

@@ -296,8 +296,18 @@ impl Connection {
 
     /// A POST answered `ok`; its body.
     pub async fn post(&mut self, path: &str, body: &[u8], ok: StatusCode) -> Result<Bytes> {
+        self.post_any(path, body, &[ok]).await.map(|(_, b)| b)
+    }
+
+    /// A POST answered with one of `ok` (a broker's variants of one meaning); which, and the body.
+    pub async fn post_any(
+        &mut self,
+        path: &str,
+        body: &[u8],
+        ok: &[StatusCode],
+    ) -> Result<(StatusCode, Bytes)> {
         match self.send("POST", path, body).await? {
-            (s, b) if s == ok => Ok(b),
+            (s, b) if ok.contains(&s) => Ok((s, b)),
             (s, b) => Err(unexpected(path, s, &b)),
         }
     }
@@ -362,6 +372,8 @@ impl BodyBuf {
 pub struct BrokerClient {
     endpoint: Arc<Endpoint>,
     control: Arc<tokio::sync::Mutex<Connection>>,
+    /// The route of the Prometheus text (`/metrics`; Queen's is `/metrics/prometheus`).
+    prometheus_path: &'static str,
 }
 
 impl BrokerClient {
@@ -370,7 +382,14 @@ impl BrokerClient {
         BrokerClient {
             control: Arc::new(tokio::sync::Mutex::new(Connection::new(endpoint.clone()))),
             endpoint,
+            prometheus_path: "/metrics",
         }
+    }
+
+    /// The same broker, its Prometheus text read from `path`.
+    pub fn with_prometheus_path(mut self, path: &'static str) -> BrokerClient {
+        self.prometheus_path = path;
+        self
     }
 
     pub fn base(&self) -> &str {
@@ -382,13 +401,25 @@ impl BrokerClient {
         Connection::new(self.endpoint.clone())
     }
 
+    /// One control-plane exchange, sent once more on a fresh connection when the first got no
+    /// answer: the shared connection idles between window edges, and a server may close an idle
+    /// keep-alive connection (Queen's does after about 10 s). Every control call is idempotent.
     async fn control(&self, method: &str, path: &str, body: &[u8]) -> Result<Answer> {
-        self.control.lock().await.send(method, path, body).await
+        let mut conn = self.control.lock().await;
+        match conn.send(method, path, body).await {
+            Err(e) if e.retryable => conn.send(method, path, body).await,
+            answer => answer,
+        }
     }
 
     pub async fn health(&self) -> Result<()> {
+        self.health_body().await.map(|_| ())
+    }
+
+    /// The body of a 200 `/health` answer.
+    pub async fn health_body(&self) -> Result<Bytes> {
         match self.control("GET", "/health", &[]).await? {
-            (StatusCode::OK, _) => Ok(()),
+            (StatusCode::OK, b) => Ok(b),
             (s, b) => Err(err(format!(
                 "/health: {s}: {}",
                 String::from_utf8_lossy(&b)
@@ -416,18 +447,28 @@ impl BrokerClient {
         }
     }
 
-    /// The Prometheus text of `/metrics`.
+    /// The broker's Prometheus text (`/metrics`, or where its profile says).
     pub async fn metrics_text(&self) -> Result<String> {
-        match self.control("GET", "/metrics", &[]).await? {
+        let path = self.prometheus_path;
+        match self.control("GET", path, &[]).await? {
             (StatusCode::OK, b) => Ok(String::from_utf8_lossy(&b).into_owned()),
-            (s, _) => Err(err(format!("/metrics: {s}"))),
+            (s, _) => Err(err(format!("{path}: {s}"))),
         }
     }
 }
 
+/// What `encode` leaves as it is: letters, digits and RFC 3986's other unreserved characters
+/// (`-`, `.`, `_`, `~`), so queue and group names reach a broker that does not decode its path
+/// parameters (Queen's uWebSockets routes) as they were written.
+const ENCODED: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~');
+
 /// Percent-encodes a path segment or query value.
 pub fn encode(s: &str) -> String {
-    percent_encoding::utf8_percent_encode(s, percent_encoding::NON_ALPHANUMERIC).to_string()
+    percent_encoding::utf8_percent_encode(s, ENCODED).to_string()
 }
 
 #[cfg(test)]
@@ -440,6 +481,12 @@ mod tests {
         assert_eq!(e.base, "http://127.0.0.1:6632");
         assert_eq!(e.authority, "127.0.0.1:6632");
         assert_eq!(Endpoint::parse("http://broker").authority, "broker:80");
+    }
+
+    #[test]
+    fn names_keep_their_unreserved_characters() {
+        assert_eq!(encode("smoke-q_1.x~"), "smoke-q_1.x~");
+        assert_eq!(encode("a b/c?"), "a%20b%2Fc%3F");
     }
 
     #[test]

@@ -28,26 +28,52 @@ pub fn run_meta(scenario: &Scenario, env: &Env) -> RunMeta {
             None => PostgresMeta { version: "unknown (no --database-url)".into(), embedded: false, settings: BTreeMap::new() },
         },
         broker: BrokerMeta {
-            version: if env.external_broker() { "external".into() } else { env!("CARGO_PKG_VERSION").to_string() },
+            version: env.profile.version.clone(),
             external: env.external_broker(),
             url: env.options.broker_url.clone(),
             binary: env.broker_bin.as_ref().map(|p| p.display().to_string()),
+            target_kind: Some(format!("{} ({})", env.profile.kind, env.profile.detected)),
+            wire_variants: BTreeMap::new(),
         },
-        notes: vec![
+        notes: with_target_notes(env, vec![
             "commits = pg_stat_database.xact_commit delta; it lags ~1 s at each edge of the window under steady load; \
              write_commits (pg_snapshot_xmax delta) is exact"
                 .into(),
-            "ack_commits_per_ack counts top-level calls of log_ack_by_hash_v1, log_ack_at_v1, log_ack_multi_v1, log_ack_v1 \
-             and log_dlq_head_v1/_v3 (pg_stat_statements, lag-free); pg_exec_ms_per_ack is their execution time"
-                .into(),
+            format!(
+                "ack_commits_per_ack counts top-level calls of {} (the {} profile's ack procedures; pg_stat_statements, \
+                 lag-free); pg_exec_ms_per_ack is their execution time",
+                env.profile.kind.procedures().ack.join(", "),
+                env.profile.kind
+            ),
             "with several consumer groups the audit counts (message, group) pairs".into(),
             "loadgen_cpu_us_per_op is the load generator's CPU per HTTP request it sent (push, pop, ack); \
              broker_cpu_us_per_request is the broker's CPU per request it served (its queen_requests_total deltas, \
              else the load generator's requests)"
                 .into(),
-        ],
+        ]),
         ..Default::default()
     }
+}
+
+/// `notes`, then what the reader must know about figures taken against an external broker.
+fn with_target_notes(env: &Env, mut notes: Vec<String>) -> Vec<String> {
+    if !env.external_broker() {
+        return notes;
+    }
+    notes.push(format!(
+        "against an external broker ({}), the run has one cell named after it; ratio gates between \
+         accelerator cells are not applicable; rounds are kept apart by fresh queue names (run tag {})",
+        env.profile.cell_name(),
+        env.run_tag
+    ));
+    if env.options.database_url.is_some() {
+        notes.push(
+            "PostgreSQL figures are deltas of the broker's own database (never created or dropped by the \
+             run): any other work in it during the window counts too, e.g. the broker's background services"
+                .into(),
+        );
+    }
+    notes
 }
 
 /// The workspace's git revision (with `-dirty` when the tree has changes), when known.

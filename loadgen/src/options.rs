@@ -9,11 +9,16 @@ use crate::scenario::Overrides;
 #[derive(clap::Args, Clone, Debug, Default)]
 pub struct TargetOptions {
     /// Use this PostgreSQL instead of a throwaway cluster (pg_stat_statements must be loaded).
+    /// With --broker-url it names that broker's own database: measured, never created or dropped.
     #[arg(long)]
     pub database_url: Option<String>,
     /// Use this running broker instead of starting the workspace's broker per cell.
     #[arg(long)]
     pub broker_url: Option<String>,
+    /// What kind of broker --broker-url is: ackbench, queen-log or queen-rows (default:
+    /// detected from its /health and the procedures of its database).
+    #[arg(long, value_name = "KIND")]
+    pub target_kind: Option<String>,
     /// The broker binary to start per cell (default: beside this executable).
     #[arg(long)]
     pub broker_bin: Option<PathBuf>,

@@ -101,6 +101,13 @@ pub struct BrokerMeta {
     pub external: bool,
     pub url: Option<String>,
     pub binary: Option<String>,
+    /// The target profile driven: `ackbench`, `queen-log` or `queen-rows`, and how it was learnt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_kind: Option<String>,
+    /// How the broker's answers departed from this workspace's wire, with how many answers
+    /// showed each departure over the whole run (empty for a broker that speaks it exactly).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub wire_variants: BTreeMap<String, u64>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -178,6 +185,18 @@ pub struct Audit {
     pub duplicates: u64,
     /// True when the drain finished: every partition's cursor reached its end, no live lease.
     pub drained: bool,
+    /// True when the target's DLQ listing could not be read: the audit could not check that
+    /// what the broker answered `dlq: true` for is in the DLQ.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub dlq_unchecked: bool,
+    /// Of `dead_lettered`, those the broker answered `dlq: true` for whose DLQ row went
+    /// unchecked (`dlq_unchecked`): counted dead-lettered on the broker's word, not lost.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub dead_lettered_unconfirmed: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl Audit {
@@ -191,6 +210,17 @@ impl Audit {
         self.passed() && self.undrained == 0
     }
 
+    /// What the audit could not check, in words; empty when it checked everything.
+    pub fn unchecked_words(&self) -> String {
+        if !self.dlq_unchecked {
+            return String::new();
+        }
+        format!(
+            "the DLQ listing could not be read, so {} dead letters rest on the broker's dlq answers, unconfirmed",
+            self.dead_lettered_unconfirmed
+        )
+    }
+
     pub fn add(&mut self, other: &Audit) {
         self.pushed += other.pushed;
         self.acked += other.acked;
@@ -200,6 +230,8 @@ impl Audit {
         self.undrained += other.undrained;
         self.duplicates += other.duplicates;
         self.drained = self.drained && other.drained;
+        self.dead_lettered_unconfirmed += other.dead_lettered_unconfirmed;
+        self.dlq_unchecked |= other.dlq_unchecked;
     }
 }
 
@@ -246,6 +278,10 @@ pub struct RoundResults {
     /// The fault steps injected in the window, in the order they fired.
     #[serde(default)]
     pub faults: Vec<FaultEvent>,
+    /// How the broker's answers departed from this workspace's wire in this round (warm-up to
+    /// drain), answers per departure; empty when they did not.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub wire_variants: BTreeMap<String, u64>,
 }
 
 /// One fault step as it happened in a round's window.
@@ -282,9 +318,26 @@ pub struct GateVerdict {
     pub gate: String,
     pub kind: String,
     pub measured: Spread,
+    /// NaN (`null`) where a gate has no bound to show.
+    #[serde(deserialize_with = "crate::stats::nullable")]
     pub threshold: f64,
     pub passed: bool,
     pub detail: String,
+    /// The gate does not apply to the target run (a ratio between accelerator cells against a
+    /// broker without accelerator toggles): neither held nor failed, `passed` stays true.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub not_applicable: bool,
+}
+
+impl GateVerdict {
+    /// `holds`, `FAILED` or `not applicable`.
+    pub fn word(&self) -> &'static str {
+        match (self.not_applicable, self.passed) {
+            (true, _) => "not applicable",
+            (false, true) => "holds",
+            (false, false) => "FAILED",
+        }
+    }
 }
 
 impl<T: Nan + Copy> Statement<T> {
@@ -507,6 +560,7 @@ mod tests {
             series: vec![],
             histograms: BTreeMap::new(),
             faults: Vec::new(),
+            wire_variants: BTreeMap::new(),
         };
         let v = serde_json::to_value(&r).unwrap();
         assert_eq!(v["acked_messages"], 10.0);
@@ -541,6 +595,7 @@ mod tests {
             series: vec![],
             histograms: BTreeMap::new(),
             faults: Vec::new(),
+            wire_variants: BTreeMap::new(),
         };
         let mut v = serde_json::to_value(&r).unwrap();
         v.as_object_mut()

@@ -38,14 +38,23 @@ enum LadderEnd {
 }
 
 impl Search<'_> {
+    /// The name of cell `c` in results: its own, or against an external broker the target's
+    /// (`queen-rows-1.0.0`), which is then the only cell.
+    pub(super) fn name(&self, c: Cell) -> String {
+        match self.env.external_broker() {
+            true => self.env.profile.cell_name(),
+            false => c.name().to_string(),
+        }
+    }
+
     /// One cell: a fresh database and broker, then its steps.
     pub(super) async fn cell(&self, c: Cell, progress: &mut Progress) -> CellOutcome {
-        let label = format!("[{}] {}", self.scenario.name, c.name());
+        let label = format!("[{}] {}", self.scenario.name, self.name(c));
         progress.say(&format!(
             "{label}: fresh database and broker; searching for the knee from {} msg/s",
             amount(self.plan.start_rate)
         ));
-        let tag = format!("capacity_{}", c.name().replace('+', "_"));
+        let tag = format!("capacity_{}", self.name(c).replace(['+', '.', '-'], "_"));
         let target = Target::start(self.env, &self.round(self.scenario, c, 0), &tag)
             .await
             .map_err(|e| (None, e))?;
@@ -108,13 +117,14 @@ impl Search<'_> {
         CellRound {
             scenario,
             cell: c,
-            name: c.name().to_string(),
+            name: self.name(c),
             round: step,
             rounds: 0,
             seed: match step {
                 0 => self.seed,
                 n => self.seed.wrapping_add(n as u64 * 7919),
             },
+            run_tag: self.env.run_tag.clone(),
         }
     }
 
@@ -134,7 +144,7 @@ impl Search<'_> {
         steps.sort_by(|a, b| a.offered_rate.total_cmp(&b.offered_rate));
         let (sustained_rate, knee_rate) = verdict::select(&steps);
         CapacityCell {
-            name: c.name().to_string(),
+            name: self.name(c),
             registry: c.registry(),
             fusion: c.fusion(),
             steps,

@@ -32,7 +32,7 @@ use ackbench_reports::results::RunMeta;
 use crate::lifecycle::target::Env;
 use crate::progress::Progress;
 use crate::run::now_iso;
-use crate::scenario::Scenario;
+use crate::scenario::{Cell, Scenario};
 use model::{CapacityResults, Criteria, Plan};
 
 /// The rate a capacity run starts at when neither `--start` nor an open-loop scenario rate
@@ -180,7 +180,13 @@ pub async fn run(
         seed,
         cancel: &cancel,
     };
-    for &c in &scenario.run.cells {
+    // Against an external broker the accelerator cells would step the same broker alike:
+    // one cell, named after the target.
+    let planned = match env.external_broker() {
+        true => vec![Cell::None],
+        false => scenario.run.cells.clone(),
+    };
+    for c in planned {
         if *cancel.borrow() {
             complete = false;
             break;
@@ -194,8 +200,8 @@ pub async fn run(
                 }
             }
             Err((cell, e)) => {
-                progress.say(&format!("ackbench: {}: {e}", c.name()));
-                warnings.push(format!("{}: stopped by an error: {e}", c.name()));
+                progress.say(&format!("ackbench: {}: {e}", search.name(c)));
+                warnings.push(format!("{}: stopped by an error: {e}", search.name(c)));
                 cells.extend(cell);
                 complete = false;
                 error = Some(e);

@@ -79,7 +79,11 @@ pub fn markdown(results: &Results, eval: &Evaluation) -> String {
             m.median,
             m.min,
             m.max,
-            if v.passed { "held" } else { "**FAILED**" }
+            match (v.not_applicable, v.passed) {
+                (true, _) => "not applicable",
+                (false, true) => "held",
+                (false, false) => "**FAILED**",
+            }
         ));
     }
     for b in &eval.broken {

@@ -6,6 +6,9 @@
 //! - A baseline gate compares a cell's median figure with the same figure of a stored baseline
 //!   within a tolerance, in the figure's worse direction.
 //! - Every cell's audit is a gate too: a lost message fails the run whatever else held.
+//! - Against an external broker the run has one cell, named after the target: a ratio gate
+//!   between accelerator cells is not applicable there (neither held nor failed), and a
+//!   baseline gate judges that one cell whichever cell it names.
 //!
 //! Outcome: `Held` (exit 0), `Failed` (exit 1), `Broken` (exit 2: a missing cell or figure,
 //! an unreadable baseline: the gate could not be judged).
@@ -52,6 +55,17 @@ pub fn evaluate(results: &Results, gates: &[Gate], baseline: Option<&Baseline>) 
                 denominator,
                 max,
                 min,
+            } if target_cell(results).is_some() => Ok(not_applicable(
+                results,
+                gate,
+                (numerator.name(), denominator.name()),
+                max.or(*min).unwrap_or(f64::NAN),
+            )),
+            GateCheck::Ratio {
+                numerator,
+                denominator,
+                max,
+                min,
             } => ratio(
                 results,
                 gate,
@@ -65,7 +79,10 @@ pub fn evaluate(results: &Results, gates: &[Gate], baseline: Option<&Baseline>) 
                 tolerance,
                 direction,
             } => match baseline {
-                Some(b) => against_baseline(results, b, gate, cell.name(), *tolerance, *direction),
+                Some(b) => {
+                    let cell = target_cell(results).unwrap_or(cell.name());
+                    against_baseline(results, b, gate, cell, *tolerance, *direction)
+                }
                 None => Err(format!(
                     "gate `{}` needs a baseline: pass --baseline FILE",
                     gate.name
@@ -78,6 +95,40 @@ pub fn evaluate(results: &Results, gates: &[Gate], baseline: Option<&Baseline>) 
         }
     }
     eval
+}
+
+/// The one cell of a run against an external broker (named after the target), if it is one.
+fn target_cell(results: &Results) -> Option<&str> {
+    match results.cells.as_slice() {
+        [only] if results.meta.broker.external => Some(&only.name),
+        _ => None,
+    }
+}
+
+/// A ratio gate between accelerator cells, against a target that has no such cells.
+fn not_applicable(
+    results: &Results,
+    gate: &Gate,
+    (num, den): (&str, &str),
+    threshold: f64,
+) -> GateVerdict {
+    GateVerdict {
+        gate: gate.name.clone(),
+        kind: "ratio".into(),
+        measured: Spread {
+            median: f64::NAN,
+            min: f64::NAN,
+            max: f64::NAN,
+        },
+        threshold,
+        passed: true,
+        detail: format!(
+            "{} of {num} / {den}: not applicable to {}, an external broker whose accelerators this run cannot switch",
+            gate.figure.name(),
+            target_cell(results).unwrap_or("the target")
+        ),
+        not_applicable: true,
+    }
 }
 
 fn audit_verdicts(results: &Results) -> Vec<GateVerdict> {
@@ -97,7 +148,7 @@ fn audit_verdicts(results: &Results) -> Vec<GateVerdict> {
                 threshold: 0.0,
                 passed: audit_passed(a, results.complete),
                 detail: format!(
-                    "pushed {}, acked {}, dead-lettered {}, dropped {}, lost {}, undrained {}, duplicates {}{}",
+                    "pushed {}, acked {}, dead-lettered {}, dropped {}, lost {}, undrained {}, duplicates {}{}{}",
                     a.pushed,
                     a.acked,
                     a.dead_lettered,
@@ -109,8 +160,13 @@ fn audit_verdicts(results: &Results) -> Vec<GateVerdict> {
                         (true, _) => "",
                         (false, true) => " (drain did not finish: loss neither proven nor ruled out)",
                         (false, false) => " (run interrupted: undrained messages were in flight, not lost)",
+                    },
+                    match a.dlq_unchecked {
+                        true => format!("; not checked: {}", a.unchecked_words()),
+                        false => String::new(),
                     }
                 ),
+                not_applicable: false,
             }
         })
         .collect()
@@ -200,6 +256,7 @@ fn ratio(
                 .collect::<Vec<_>>()
                 .join(", ")
         ),
+        not_applicable: false,
     })
 }
 
@@ -256,6 +313,7 @@ fn against_baseline(
                 Direction::TwoSided => "either way",
             }
         ),
+        not_applicable: false,
     })
 }
 
@@ -308,7 +366,11 @@ pub fn table(eval: &Evaluation) -> String {
     for v in &eval.verdicts {
         let m = &v.measured;
         let measured = format!("{:.4} [{:.4}, {:.4}]", m.median, m.min, m.max);
-        let verdict = if v.passed { "held" } else { "FAILED" };
+        let verdict = match (v.not_applicable, v.passed) {
+            (true, _) => "not applicable",
+            (false, true) => "held",
+            (false, false) => "FAILED",
+        };
         out.push_str(&format!(
             "{:<44} {:>26} {:>10.3}  {verdict}\n    {}\n",
             v.gate, measured, v.threshold, v.detail

@@ -26,11 +26,15 @@ pub struct CellRound<'a> {
     /// How many rounds (or steps) there are.
     pub rounds: u32,
     pub seed: u64,
+    /// Makes names unique to this run where a broker outlives runs (`Env::run_tag`; empty
+    /// for the broker started per cell).
+    pub run_tag: String,
 }
 
 impl CellRound<'_> {
-    /// A name safe in database names, file names and message tags: `<cell slug>_r<round>`,
-    /// lower case (PostgreSQL folds an unquoted database name to lower case).
+    /// A name safe in database names, file names and message tags: `<cell slug>_r<round>`
+    /// (`<cell slug>_<run tag>_r<round>` against an external broker), lower case (PostgreSQL
+    /// folds an unquoted database name to lower case).
     pub fn tag(&self) -> String {
         let slug: String = self
             .name
@@ -40,7 +44,10 @@ impl CellRound<'_> {
                 _ => '_',
             })
             .collect();
-        format!("{slug}_r{}", self.round)
+        match self.run_tag.as_str() {
+            "" => format!("{slug}_r{}", self.round),
+            run => format!("{slug}_{run}_r{}", self.round),
+        }
     }
 
     /// The prefix of progress lines: `[scenario] cell rN/M`.
@@ -75,9 +82,16 @@ mod tests {
             round: 2,
             rounds: 3,
             seed: 1,
+            run_tag: String::new(),
         };
         assert_eq!(cr.tag(), "registry_fusion__a_a__r2");
         assert_eq!(cr.queue(), "q-registry_fusion__a_a__r2");
         assert_eq!(cr.label(), "[demo] registry+fusion (A/A) r2/3");
+        let external = CellRound {
+            name: "queen-rows-1.0.0".into(),
+            run_tag: "k3x9".into(),
+            ..cr
+        };
+        assert_eq!(external.queue(), "q-queen_rows_1_0_0_k3x9_r2");
     }
 }

@@ -1,7 +1,7 @@
-//! What a cell runs against: the run's environment (`Env`: the PostgreSQL measured and the
-//! broker binary, prepared once from the target options) and, per cell, a `Target` (a fresh
-//! database and a broker started with the cell's toggles, or the external ones), started and
-//! released here.
+//! What a cell runs against: the run's environment (`Env`: the PostgreSQL measured, the
+//! broker binary, and the profile of the broker driven, prepared once from the target options)
+//! and, per cell, a `Target` (a fresh database and a broker started with the cell's toggles, or
+//! the external broker and its own database), started and released here.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -13,7 +13,8 @@ use crate::peer::{Driver, PeerKind, Setup};
 use crate::scenario::Cell;
 use crate::target::broker::BrokerProcess;
 use crate::target::broker_binary;
-use crate::target::postgres::{connect, Postgres};
+use crate::target::postgres::{connect, database_name, Postgres};
+use crate::target::profile::{self, Profile, TargetKind};
 
 /// Everything a run needs besides the scenario, prepared once per run.
 pub struct Env {
@@ -23,11 +24,19 @@ pub struct Env {
     /// The broker binary started per cell (absent with `--broker-url`).
     pub broker_bin: Option<PathBuf>,
     pub options: TargetOptions,
+    /// What kind of broker the broker cells drive.
+    pub profile: Profile,
+    /// Against an external broker, a tag unique to this run in its queue names and
+    /// transactionIds (the broker keeps earlier runs' queues and deduplicates transactionIds);
+    /// empty otherwise.
+    pub run_tag: String,
 }
 
 impl Env {
-    /// Starts (or connects to) the PostgreSQL and locates (or builds) the broker binary.
+    /// Starts (or connects to) the PostgreSQL, locates (or builds) the broker binary, and
+    /// learns the external broker's profile.
     pub async fn prepare(options: &TargetOptions, out_dir: PathBuf) -> Result<Env, String> {
+        let named = named_kind(options)?;
         // The broker first: building it is what takes long on a fresh clone, so say so at once.
         let broker_bin = match &options.broker_url {
             Some(_) => None,
@@ -46,11 +55,25 @@ impl Env {
                 Some(Postgres::embedded().await?)
             }
         };
+        let (profile, run_tag) = match &options.broker_url {
+            Some(url) => {
+                let profile = external_profile(url, options.database_url.as_deref(), named).await?;
+                eprintln!(
+                    "ackbench: {url} is {} ({})",
+                    profile.cell_name(),
+                    profile.detected
+                );
+                (profile, run_tag_now())
+            }
+            None => (Profile::own_broker(), String::new()),
+        };
         Ok(Env {
             out_dir,
             postgres,
             broker_bin,
             options: options.clone(),
+            profile,
+            run_tag,
         })
     }
 
@@ -79,9 +102,53 @@ impl Env {
         self.options.broker_url.is_some()
     }
 
-    fn external_database(&self) -> bool {
-        self.options.database_url.is_some()
+    /// A client of the broker at `url`, reading metrics where its profile says.
+    fn client_of(&self, url: &str) -> BrokerClient {
+        BrokerClient::new(url).with_prometheus_path(self.profile.kind.prometheus_path())
     }
+}
+
+/// `--target-kind`, parsed; refused where no external broker is named (the broker this run
+/// starts is always ackbench's).
+fn named_kind(options: &TargetOptions) -> Result<Option<TargetKind>, String> {
+    let Some(text) = &options.target_kind else {
+        return Ok(None);
+    };
+    let kind: TargetKind = text.parse().map_err(|e| format!("--target-kind: {e}"))?;
+    if options.broker_url.is_none() && kind != TargetKind::Ackbench {
+        return Err(format!(
+            "--target-kind {kind} needs --broker-url: without it the run starts the workspace's own broker"
+        ));
+    }
+    Ok(Some(kind))
+}
+
+/// The profile of the broker at `url`, read with its own database when given.
+async fn external_profile(
+    url: &str,
+    database_url: Option<&str>,
+    named: Option<TargetKind>,
+) -> Result<Profile, String> {
+    let database = match database_url {
+        Some(u) => Some(connect(u).await?),
+        None => None,
+    };
+    profile::detect(&BrokerClient::new(url), database.as_ref(), named).await
+}
+
+/// A short tag unique to this run: the start time in seconds, base 36.
+fn run_tag_now() -> String {
+    let mut n = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let mut digits = Vec::new();
+    while n > 0 {
+        digits.push(b"0123456789abcdefghijklmnopqrstuvwxyz"[(n % 36) as usize]);
+        n /= 36;
+    }
+    digits.reverse();
+    format!("t{}", String::from_utf8(digits).expect("ascii"))
 }
 
 /// Where one cell's broker (or peer queue) and database are.
@@ -93,45 +160,55 @@ pub struct Target {
     pub process: Option<BrokerProcess>,
     /// The benchmark database's name and an admin connection to read its counters.
     pub database: Option<(String, tokio_postgres::Client)>,
+    /// The database was made for this cell (and is dropped after it); false for an external
+    /// broker's own database.
+    owns_database: bool,
 }
 
 impl Target {
     /// A fresh database `ackbench_{tag}` and a broker with the cell's toggles (log
-    /// `broker-{tag}.log`), or the external ones.
+    /// `broker-{tag}.log`), or the external broker and its own database.
     pub async fn start(env: &Env, cr: &CellRound<'_>, tag: &str) -> Result<Target, String> {
         if let Some(kind) = cr.cell.peer() {
             return Target::start_peer(env, cr, tag, kind).await;
         }
+        if let Some(url) = &env.options.broker_url {
+            return Target::external(env, url).await;
+        }
         let db_name = format!("ackbench_{tag}");
-        let database_url = match &env.postgres {
-            Some(pg) if !env.external_broker() || env.external_database() => {
-                Some(pg.fresh_database(&db_name).await?)
-            }
-            _ => None,
-        };
-        let (client, process) = match (&env.options.broker_url, &env.broker_bin) {
-            (Some(url), _) => (BrokerClient::new(url), None),
-            (None, Some(bin)) => {
-                let url = database_url
-                    .as_deref()
-                    .ok_or("an embedded broker needs a database")?;
-                let log = env.out_dir.join(format!("broker-{tag}.log"));
-                let p = BrokerProcess::start(bin, url, &broker_env(cr), log).await?;
-                (BrokerClient::new(&p.url), Some(p))
-            }
-            (None, None) => {
-                return Err("no broker: neither --broker-url nor a broker binary".into())
-            }
-        };
-        let database = match database_url {
-            Some(url) => Some((db_name, connect(&url).await?)),
+        let pg = env
+            .postgres
+            .as_ref()
+            .ok_or("an embedded broker needs a database")?;
+        let database_url = pg.fresh_database(&db_name).await?;
+        let bin = env
+            .broker_bin
+            .as_ref()
+            .ok_or("no broker: neither --broker-url nor a broker binary")?;
+        let log = env.out_dir.join(format!("broker-{tag}.log"));
+        let p = BrokerProcess::start(bin, &database_url, &broker_env(cr), log).await?;
+        Ok(Target {
+            client: Some(env.client_of(&p.url)),
+            peer: None,
+            process: Some(p),
+            database: Some((db_name, connect(&database_url).await?)),
+            owns_database: true,
+        })
+    }
+
+    /// The external broker and, with `--database-url`, its own database: measured as it is,
+    /// never created or dropped (rounds are kept apart by fresh queue names).
+    async fn external(env: &Env, url: &str) -> Result<Target, String> {
+        let database = match &env.options.database_url {
+            Some(db_url) => Some((database_name(db_url)?, connect(db_url).await?)),
             None => None,
         };
         Ok(Target {
-            client: Some(client),
+            client: Some(env.client_of(url)),
             peer: None,
-            process,
+            process: None,
             database,
+            owns_database: false,
         })
     }
 
@@ -171,6 +248,7 @@ impl Target {
             }),
             process: None,
             database: Some((db_name, client)),
+            owns_database: true,
         })
     }
 
@@ -181,6 +259,9 @@ impl Target {
             p.stop().await;
         }
         let (pg, (name, _)) = (env.postgres.as_ref()?, self.database.as_ref()?);
+        if !self.owns_database {
+            return None;
+        }
         if env.options.keep_databases {
             return Some(format!("kept database {name}"));
         }

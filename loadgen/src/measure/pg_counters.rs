@@ -18,8 +18,10 @@ use tokio_postgres::Client;
 use crate::target::postgres::pg;
 
 /// The procedures whose top-level calls are the ack path's commits (each its own transaction):
-/// the broker's, then the peers' answers to a consumed message (PGMQ: delete, archive, set_vt;
-/// PgQ: finish_batch, event_retry). One database holds one kind, so one list serves all.
+/// every target profile's (`target::profile`: the log engine's of our broker and Queen's, then
+/// Queen's rows engine's `ack_messages_v2`), then the peers' answers to a consumed message
+/// (PGMQ: delete, archive, set_vt; PgQ: finish_batch, event_retry). One database holds one
+/// kind, so one list serves all.
 pub const ACK_PROCEDURES: &[&str] = &[
     "log_ack_by_hash_v1",
     "log_ack_at_v1",
@@ -27,6 +29,7 @@ pub const ACK_PROCEDURES: &[&str] = &[
     "log_ack_v1",
     "log_dlq_head_v1",
     "log_dlq_head_v3",
+    "ack_messages_v2",
     "pgmq.delete",
     "pgmq.archive",
     "pgmq.set_vt",
@@ -259,8 +262,23 @@ mod tests {
         assert_eq!(
             ack_procedures_pattern(),
             "(queen\\.log_ack_by_hash_v1|queen\\.log_ack_at_v1|queen\\.log_ack_multi_v1|\
-             queen\\.log_ack_v1|queen\\.log_dlq_head_v1|queen\\.log_dlq_head_v3|pgmq\\.delete|\
-             pgmq\\.archive|pgmq\\.set_vt|pgq\\.finish_batch|pgq\\.event_retry)\\("
+             queen\\.log_ack_v1|queen\\.log_dlq_head_v1|queen\\.log_dlq_head_v3|\
+             queen\\.ack_messages_v2|pgmq\\.delete|pgmq\\.archive|pgmq\\.set_vt|pgq\\.finish_batch|\
+             pgq\\.event_retry)\\("
+        );
+    }
+
+    #[test]
+    fn every_profiles_ack_procedures_count_as_ack_commits() {
+        use crate::target::profile::TargetKind;
+        for kind in TargetKind::ALL {
+            for p in kind.procedures().ack {
+                assert!(ACK_PROCEDURES.contains(p), "{kind}: {p}");
+            }
+        }
+        assert_eq!(
+            procedure_of("SELECT queen.ack_messages_v2($1::jsonb)"),
+            "ack_messages_v2"
         );
     }
 

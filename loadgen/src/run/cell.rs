@@ -66,11 +66,22 @@ async fn measure(
     workload.stop().await;
     let audit = workload.audit(target, drained).await;
     progress.finish();
+    if let Some(line) = errors_line(&label, &workload.ctx) {
+        progress.say(&line);
+    }
     let (measured, seen) = match window {
         Some((w, seen)) => (Measured::of(&w), seen),
         None => (Measured::default(), Seen::default()),
     };
     Ok(measured.results(cr, &workload.ctx, seen, audit, !interrupted))
+}
+
+/// How many requests failed in the cell round and the last failure's words, if any failed:
+/// what a user needs to tell a broken target from a slow one.
+fn errors_line(label: &str, ctx: &CellContext) -> Option<String> {
+    let errors = ctx.counters.values().errors;
+    let last = ctx.last_error.lock().expect("error lock").clone()?;
+    Some(format!("{label} {errors:.0} errors; the last: {last}"))
 }
 
 /// What the window saw besides its edges: the per-second series and the faults injected.
@@ -193,6 +204,7 @@ impl Measured {
             audit,
             series: seen.series,
             faults: seen.faults,
+            wire_variants: ctx.variants.snapshot(),
             histograms: histograms
                 .iter()
                 .map(|(k, h)| (k.clone(), encode_histogram(h)))

@@ -20,10 +20,18 @@ use crate::scenario::{Cell, Scenario};
 
 /// The cells of a run with their names: the scenario's cells, or in A/A mode one cell twice
 /// (the twin named `<cell> (A/A)`), so the ratio between twins shows a gate's own noise.
-pub fn cell_list(scenario: &Scenario, aa: Option<Cell>) -> Vec<(Cell, String)> {
-    match aa {
-        Some(c) => vec![(c, c.name().to_string()), (c, aa_twin(c.name()))],
-        None => scenario
+/// Against an external broker (`target`: its cell name) there is one cell, named after it: its
+/// accelerators cannot be switched, so the accelerator cells would run the same broker alike.
+pub fn cell_list(
+    scenario: &Scenario,
+    aa: Option<Cell>,
+    target: Option<&str>,
+) -> Vec<(Cell, String)> {
+    match (target, aa) {
+        (Some(name), None) => vec![(Cell::None, name.to_string())],
+        (Some(name), Some(_)) => vec![(Cell::None, name.to_string()), (Cell::None, aa_twin(name))],
+        (None, Some(c)) => vec![(c, c.name().to_string()), (c, aa_twin(c.name()))],
+        (None, None) => scenario
             .run
             .cells
             .iter()
@@ -64,6 +72,7 @@ pub async fn run(
                 round,
                 rounds,
                 seed: seed.wrapping_add(round as u64 * 7919),
+                run_tag: env.run_tag.clone(),
             };
             let r = cell::run(env, &cr, &cancel, &mut progress).await?;
             progress.say(&one_line(&cr, &r));
@@ -72,6 +81,7 @@ pub async fn run(
         }
     }
     let cell_order: Vec<String> = cells.iter().map(|c| c.1.clone()).collect();
+    let wire_variants = sum_wire_variants(per_cell.iter().flatten());
     let cells: Vec<CellResults> = cells
         .iter()
         .zip(per_cell)
@@ -93,11 +103,32 @@ pub async fn run(
             seed,
             rounds,
             cell_order,
-            ..crate::meta::run_meta(scenario, env)
+            ..with_wire_variants(crate::meta::run_meta(scenario, env), wire_variants)
         },
         cells,
         gates: Vec::new(),
     })
+}
+
+/// The wire variants of every round, added up.
+fn sum_wire_variants<'a>(
+    rounds: impl Iterator<Item = &'a RoundResults>,
+) -> std::collections::BTreeMap<String, u64> {
+    let mut sum = std::collections::BTreeMap::new();
+    for r in rounds {
+        for (what, n) in &r.wire_variants {
+            *sum.entry(what.clone()).or_insert(0) += n;
+        }
+    }
+    sum
+}
+
+fn with_wire_variants(
+    mut meta: RunMeta,
+    variants: std::collections::BTreeMap<String, u64>,
+) -> RunMeta {
+    meta.broker.wire_variants = variants;
+    meta
 }
 
 /// The summary of a cell: figures as spreads over rounds, audits added, histograms merged.
@@ -156,7 +187,7 @@ fn one_line(cr: &CellRound<'_>, r: &RoundResults) -> String {
 
 pub fn audit_words(a: &Audit) -> String {
     format!(
-        "{} (pushed {}, acked {}, dlq {}, dropped {}, lost {}, undrained {}, duplicates {}{})",
+        "{} (pushed {}, acked {}, dlq {}, dropped {}, lost {}, undrained {}, duplicates {}{}{})",
         if !a.passed() {
             "LOST MESSAGES"
         } else if a.undrained > 0 {
@@ -171,7 +202,11 @@ pub fn audit_words(a: &Audit) -> String {
         a.lost,
         a.undrained,
         a.duplicates,
-        if a.drained { "" } else { ", not drained" }
+        if a.drained { "" } else { ", not drained" },
+        match a.dlq_unchecked {
+            true => format!("; not checked: {}", a.unchecked_words()),
+            false => String::new(),
+        }
     )
 }
 

@@ -152,6 +152,18 @@ impl Postgres {
     }
 }
 
+/// The database a URL names (as libpq: the user's name when it names none).
+pub fn database_name(url: &str) -> Result<String, String> {
+    let config: tokio_postgres::Config = url
+        .parse()
+        .map_err(|e| format!("--database-url {}: {e}", redact(url)))?;
+    let name = config
+        .get_dbname()
+        .or(config.get_user())
+        .unwrap_or("postgres");
+    Ok(name.to_string())
+}
+
 /// Connects and drives the connection on a task.
 pub async fn connect(url: &str) -> Result<Client, String> {
     let (client, conn) = tokio_postgres::connect(url, NoTls)

@@ -14,8 +14,9 @@ use hyper::StatusCode;
 use serde::{Deserialize, Serialize, Serializer};
 use serde_json::value::RawValue;
 
-use ackbench_wire::{txn_hash, AckResultRef, MessageRef, PopResponseRef, TxnHash};
+use ackbench_wire::{txn_hash, TxnHash};
 
+use super::answers::{note_acks, AckAnswer, PopAnswer, Popped};
 use super::{now_us, CellContext, Counters, Phase};
 use crate::client::{encode, parse, routes, BodyBuf, Connection};
 
@@ -79,24 +80,33 @@ pub async fn run(plan: ConsumerPlan, ctx: Arc<CellContext>) {
         let started = Instant::now();
         let popped = w.conn.get(path).await;
         Counters::bump(&ctx.counters.pop_requests, 1);
+        // An empty pop is a 204, or a 200 whose `messages` is empty (Queen's).
         match popped {
-            Ok(Some(body)) => match parse::<PopResponseRef<'_>>("pop", &body) {
+            Ok(Some(body)) => match parse::<PopAnswer<'_>>("pop", &body) {
                 Ok(batch) => {
+                    batch.note(&ctx.variants);
+                    if batch.messages.is_empty() {
+                        empty_pop(&plan).await;
+                        continue;
+                    }
                     ctx.latency.record("pop", started.elapsed());
                     handle_batch(&plan, &ctx, &mut w, &batch.messages).await;
                 }
                 Err(e) => ctx.error(format!("pop: {e}")),
             },
-            Ok(None) => {
-                if !plan.long_poll {
-                    tokio::time::sleep(Duration::from_millis(plan.empty_backoff_ms)).await;
-                }
-            }
+            Ok(None) => empty_pop(&plan).await,
             Err(e) => {
                 ctx.error(format!("pop: {e}"));
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
         }
+    }
+}
+
+/// After an empty pop: a pause unless the pop long-polled (it already waited).
+async fn empty_pop(plan: &ConsumerPlan) {
+    if !plan.long_poll {
+        tokio::time::sleep(Duration::from_millis(plan.empty_backoff_ms)).await;
     }
 }
 
@@ -162,7 +172,7 @@ async fn handle_batch(
     plan: &ConsumerPlan,
     ctx: &CellContext,
     w: &mut Worker,
-    messages: &[MessageRef<'_>],
+    messages: &[Popped<'_>],
 ) {
     Counters::bump(&ctx.counters.popped_messages, messages.len() as u64);
     w.hashes.clear();
@@ -231,7 +241,7 @@ struct AckBody<'a, 'm> {
 }
 
 struct AckItems<'a, 'm> {
-    messages: &'a [MessageRef<'m>],
+    messages: &'a [Popped<'m>],
     statuses: &'a [&'static str],
     lease_less: bool,
 }
@@ -258,7 +268,7 @@ impl Serialize for AckItems<'_, '_> {
                     transaction_id: &m.transaction_id,
                     partition_id: &m.partition_id,
                     status,
-                    lease_id: (!self.lease_less).then_some(&*m.lease_id),
+                    lease_id: m.lease_id.as_deref().filter(|_| !self.lease_less),
                     error: simulated_error(status),
                 }),
         )
@@ -269,7 +279,7 @@ async fn ack(
     plan: &ConsumerPlan,
     ctx: &CellContext,
     w: &mut Worker,
-    messages: &[MessageRef<'_>],
+    messages: &[Popped<'_>],
     range: Range<usize>,
     lease_less: bool,
 ) {
@@ -296,8 +306,9 @@ async fn ack(
             Ok(a) => break a,
         }
     };
-    match parse::<Vec<AckResultRef<'_>>>("ack", &answer) {
+    match parse::<Vec<AckAnswer<'_>>>("ack", &answer) {
         Ok(results) => {
+            note_acks(&results, &ctx.variants);
             ctx.latency.record("ack", started.elapsed());
             let acked = Acked {
                 messages: &messages[range.clone()],
@@ -319,7 +330,7 @@ const ACK_RETRY_PAUSE: Duration = Duration::from_millis(100);
 
 /// The items of one ack request, by request index.
 struct Acked<'a, 'm> {
-    messages: &'a [MessageRef<'m>],
+    messages: &'a [Popped<'m>],
     hashes: &'a [TxnHash],
     statuses: &'a [&'static str],
     /// The ack was sent again after an attempt without an answer (see `settled_before`).
@@ -332,12 +343,12 @@ fn record_answers(
     plan: &ConsumerPlan,
     ctx: &CellContext,
     items: &Acked<'_, '_>,
-    results: &[AckResultRef<'_>],
+    results: &[AckAnswer<'_>],
 ) {
     let now = now_us();
     let measuring = ctx.latency.measuring();
     for (i, m) in items.messages.iter().enumerate() {
-        let Some(r) = answer_for(results, i) else {
+        let Some(r) = answer_for(results, i, &m.transaction_id) else {
             ctx.error(format!("ack answer has no element for index {i}"));
             continue;
         };
@@ -345,7 +356,7 @@ fn record_answers(
             Counters::bump(&ctx.counters.refused_acks, 1);
         }
         let acked = items.statuses[i] == "completed"
-            && ((r.success && !r.noop) || (items.sent_again && settled_before(r)));
+            && ((r.success && !r.noop()) || (items.sent_again && settled_before(r)));
         let dropped = r.error.as_deref().is_some_and(|e| e.contains("dropped"));
         if ctx
             .ledger
@@ -365,15 +376,24 @@ fn record_answers(
 /// released once it commits), counts so. If the lost attempt had not committed after all, the
 /// message redelivers when its lease ends and is acked again (a duplicate, not a loss); the
 /// audit cannot tell the two apart without reading the cursor.
-fn settled_before(r: &AckResultRef<'_>) -> bool {
-    (r.success && r.noop) || r.error.as_deref() == Some("invalid or expired lease")
+fn settled_before(r: &AckAnswer<'_>) -> bool {
+    (r.success && r.noop()) || r.lease_refused()
 }
 
-/// The answer to request item `i` (answers come in request order; searched otherwise).
-fn answer_for<'r, 'a>(results: &'r [AckResultRef<'a>], i: usize) -> Option<&'r AckResultRef<'a>> {
+/// The answer to request item `i`, whose transactionId is `txn`: answers come in request order
+/// with `index` the item's position; else searched by index, then by transactionId (Queen's
+/// `index` is the item's place in the SQL batch its server combined several requests into).
+fn answer_for<'r, 'a>(
+    results: &'r [AckAnswer<'a>],
+    i: usize,
+    txn: &str,
+) -> Option<&'r AckAnswer<'a>> {
     match results.get(i) {
-        Some(r) if r.index == i => Some(r),
-        _ => results.iter().find(|r| r.index == i),
+        Some(r) if r.index == i && r.transaction_id == txn => Some(r),
+        _ => results
+            .iter()
+            .find(|r| r.index == i && r.transaction_id == txn)
+            .or_else(|| results.iter().find(|r| r.transaction_id == txn)),
     }
 }
 
@@ -395,7 +415,7 @@ fn sent_at(data: &RawValue) -> Option<u64> {
 mod tests {
     use super::*;
 
-    fn messages(text: &str) -> Vec<MessageRef<'_>> {
+    fn messages(text: &str) -> Vec<Popped<'_>> {
         serde_json::from_str(text).unwrap()
     }
 
@@ -477,13 +497,22 @@ mod tests {
 
     #[test]
     fn answers_are_matched_by_index() {
-        let results: Vec<AckResultRef<'_>> = serde_json::from_str(
+        let results: Vec<AckAnswer<'_>> = serde_json::from_str(
             r#"[{"index":1,"transactionId":"b","success":true,"error":null,"leaseReleased":true,"dlq":false,"noop":false},
                 {"index":0,"transactionId":"a","success":false,"error":"x","leaseReleased":false,"dlq":false,"noop":false}]"#,
         )
         .unwrap();
-        assert_eq!(answer_for(&results, 0).unwrap().transaction_id, "a");
-        assert_eq!(answer_for(&results, 1).unwrap().transaction_id, "b");
-        assert!(answer_for(&results, 2).is_none());
+        assert_eq!(answer_for(&results, 0, "a").unwrap().transaction_id, "a");
+        assert_eq!(answer_for(&results, 1, "b").unwrap().transaction_id, "b");
+        assert!(answer_for(&results, 2, "c").is_none());
+        let queen: Vec<AckAnswer<'_>> = serde_json::from_str(
+            r#"[{"index":3,"transactionId":"a","success":true,"error":null,"dlq":false}]"#,
+        )
+        .unwrap();
+        assert_eq!(
+            answer_for(&queen, 0, "a").unwrap().index,
+            3,
+            "Queen's index is its SQL batch's"
+        );
     }
 }

@@ -176,18 +176,35 @@ impl Ledger {
     /// Only a drained cell can prove a loss: without a finished drain, what is unresolved is
     /// counted apart as undrained (still in flight when the run was cut short).
     pub fn audit(&self, dlq: &[TxnSet], drained: bool) -> Audit {
+        self.reconcile(Some(dlq), drained)
+    }
+
+    /// The audit when the broker's DLQ listing could not be read: a message the broker answered
+    /// `dlq: true` for counts as dead-lettered but unconfirmed, not as lost, and the audit says
+    /// it could not check the DLQ.
+    pub fn audit_without_listing(&self, drained: bool) -> Audit {
+        Audit {
+            dlq_unchecked: true,
+            ..self.reconcile(None, drained)
+        }
+    }
+
+    fn reconcile(&self, dlq: Option<&[TxnSet]>, drained: bool) -> Audit {
         let b = self.book.lock().expect("ledger lock");
         let mut a = Audit {
             drained,
             ..Default::default()
         };
         for (g, fates) in b.fates.iter().enumerate() {
-            let in_dlq = dlq.get(g);
+            let in_dlq = dlq.and_then(|d| d.get(g));
             for (txn, f) in fates {
                 a.pushed += 1;
                 a.duplicates += f.deliveries.saturating_sub(1) as u64;
                 if in_dlq.is_some_and(|s| s.contains(txn)) {
                     a.dead_lettered += 1;
+                } else if dlq.is_none() && f.dead_lettered && !f.acked {
+                    a.dead_lettered += 1;
+                    a.dead_lettered_unconfirmed += 1;
                 } else if f.acked {
                     a.acked += 1;
                 } else if f.dropped {
@@ -246,7 +263,8 @@ mod tests {
                 lost: 1,
                 undrained: 0,
                 duplicates: 1,
-                drained: true
+                drained: true,
+                ..Default::default()
             }
         );
         assert!(!a.passed());
@@ -259,6 +277,30 @@ mod tests {
         l.answered(0, &h("x"), false, true, false);
         let a = l.audit(&[TxnSet::default()], true);
         assert_eq!(a.lost, 1);
+    }
+
+    #[test]
+    fn without_a_dlq_listing_a_dlq_answer_is_unconfirmed_not_lost() {
+        let l = Ledger::new(1);
+        l.pushed(&["x", "y", "z"].map(h));
+        l.answered(0, &h("x"), false, true, false);
+        l.answered(0, &h("y"), true, false, false);
+        let a = l.audit_without_listing(true);
+        assert_eq!(
+            (
+                a.dead_lettered,
+                a.dead_lettered_unconfirmed,
+                a.acked,
+                a.lost
+            ),
+            (1, 1, 1, 1),
+            "z was never resolved: still lost"
+        );
+        assert!(a.dlq_unchecked);
+        assert_eq!(
+            a.unchecked_words(),
+            "the DLQ listing could not be read, so 1 dead letters rest on the broker's dlq answers, unconfirmed"
+        );
     }
 
     #[test]

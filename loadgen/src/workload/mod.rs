@@ -2,6 +2,7 @@
 //! `CellContext` (client, ledger, latency recorder, counters, phase), and the runtime they run
 //! on.
 
+pub mod answers;
 pub mod consumer;
 pub mod ledger;
 pub mod peer;
@@ -99,6 +100,8 @@ pub struct CellContext {
     pub ledger: Ledger,
     pub latency: Recorder,
     pub counters: Counters,
+    /// How the broker's answers departed from this workspace's wire.
+    pub variants: answers::Variants,
     phase: AtomicU8,
     /// Pushes sent and not yet booked in the ledger: the drain waits for them, or a push
     /// answered after the ledger looked empty would be audited as lost.
@@ -116,6 +119,7 @@ impl CellContext {
             ledger: Ledger::new(groups),
             latency: Recorder::default(),
             counters: Counters::default(),
+            variants: answers::Variants::default(),
             phase: AtomicU8::new(Phase::Warmup as u8),
             pushes_in_flight: AtomicU64::new(0),
             consumers_paused: AtomicBool::new(false),

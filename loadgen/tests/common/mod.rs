@@ -1,5 +1,8 @@
 //! Helpers shared by the load generator's integration tests: scratch directories, running the
-//! `ackbench` binary built for this test run, and a lock that keeps real runs one at a time.
+//! `ackbench` binary built for this test run, a lock that keeps real runs one at a time, and a
+//! server answering as the recorded Queen did (`recorded_queen`).
+
+pub mod recorded_queen;
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};

@@ -125,6 +125,13 @@ fn a_working_build_holds_its_gates_and_loses_nothing() {
         assert!(metric("queen_ack_fusion_rows_per_commit").unwrap() > 1.0);
         assert!(metric("queen_ack_fusion_flushes_total").unwrap() > 0.0);
     }
+    assert!(
+        results.meta.broker.wire_variants.is_empty(),
+        "the workspace's broker answers as wire.md writes: {:?}",
+        results.meta.broker.wire_variants
+    );
+    let kind = results.meta.broker.target_kind.as_deref().unwrap_or("");
+    assert!(kind.starts_with("ackbench"), "{kind}");
     assert!(fused.summary.figures.registry_hit_rate.median > 0.9);
     assert!(fused.summary.figures.fusion_rows_per_commit.median > 1.0);
     let gate = fusion_gate(&results);

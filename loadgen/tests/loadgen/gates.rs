@@ -29,6 +29,7 @@ fn round(n: u32, ack_commits_per_ack: f64, pg_ms: f64) -> RoundResults {
         series: vec![],
         histograms: BTreeMap::new(),
         faults: Vec::new(),
+        wire_variants: BTreeMap::new(),
     }
 }
 
@@ -194,4 +195,28 @@ fn baseline_gates_use_the_stored_medians_and_failed_runs_are_refused() {
     let mut partial = base_run;
     partial.complete = false;
     assert!(Baseline::from_results(&partial).is_err());
+}
+
+#[test]
+fn against_an_external_broker_ratio_gates_do_not_apply_and_baselines_judge_its_cell() {
+    let baseline_gate = "\n[[gates]]\nkind = \"baseline\"\nfigure = \"ack_commits_per_ack\"\ncell = \"registry+fusion\"\ntolerance = 0.1\n";
+    let s = scenario(baseline_gate);
+    let mut run = results(vec![cell("queen-rows-1.0.0", vec![round(1, 0.08, 0.4)])]);
+    run.meta.broker.external = true;
+    let b = Baseline::from_results(&run).unwrap();
+    let eval = gates::evaluate(&run, &s.gates, Some(&b));
+    assert_eq!(eval.exit_code(), 0, "{}", gates::table(&eval));
+    let ratio = eval.verdicts.iter().find(|v| v.kind == "ratio").unwrap();
+    assert!(ratio.not_applicable && ratio.passed, "{ratio:?}");
+    assert!(gates::table(&eval).contains("not applicable"));
+    let base = eval.verdicts.iter().find(|v| v.kind == "baseline").unwrap();
+    assert!(!base.not_applicable && base.detail.contains("queen-rows-1.0.0"));
+    let mut worse = run.clone();
+    worse.cells[0].rounds[0].figures.ack_commits_per_ack = 0.12;
+    worse.cells[0].summary = cell("queen-rows-1.0.0", worse.cells[0].rounds.clone()).summary;
+    assert_eq!(
+        gates::evaluate(&worse, &s.gates, Some(&b)).exit_code(),
+        1,
+        "a deployment worse than its own baseline fails"
+    );
 }

@@ -1,8 +1,8 @@
 //! The load generator's integration tests, one binary: scenario files (`scenario_parsing`),
 //! gates on known results (`gates`), capacity's verdicts, report and a short real run
 //! (`capacity`), whole runs through the binary against a throwaway PostgreSQL and the
-//! workspace's broker (`end_to_end`), and fault steps in such runs (`faults`). Shared helpers
-//! live in `tests/common`.
+//! workspace's broker (`end_to_end`), fault steps in such runs (`faults`), and Queen MQ's wire
+//! from its recorded answers (`queen_target`). Shared helpers live in `tests/common`.
 
 #[path = "../common/mod.rs"]
 mod common;
@@ -11,4 +11,5 @@ mod capacity;
 mod end_to_end;
 mod faults;
 mod gates;
+mod queen_target;
 mod scenario_parsing;

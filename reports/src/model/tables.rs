@@ -202,6 +202,9 @@ pub(super) fn audit_text(a: &Audit) -> String {
     if !a.drained {
         t.push_str(", not drained");
     }
+    if a.dlq_unchecked {
+        t.push_str(&format!("; not checked: {}", a.unchecked_words()));
+    }
     t
 }
 
@@ -237,6 +240,8 @@ pub struct GateRow {
     pub measured: String,
     pub threshold: String,
     pub passed: bool,
+    /// `holds`, `FAILED` or `not applicable`.
+    pub verdict: &'static str,
     pub detail: String,
 }
 
@@ -382,6 +387,7 @@ pub(super) fn gate_rows(r: &Results) -> Vec<GateRow> {
             measured: measured_text(&g.measured),
             threshold: format_number(g.threshold),
             passed: g.passed,
+            verdict: g.word(),
             detail: g.detail.clone(),
         })
         .collect()

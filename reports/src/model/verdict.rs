@@ -100,10 +100,27 @@ fn broker_fact(m: &RunMeta) -> String {
     } else {
         format!(", version {}", m.broker.version)
     };
+    let kind = match &m.broker.target_kind {
+        Some(k) => format!(", target {k}"),
+        None => String::new(),
+    };
     format!(
-        "external at {}{version}",
+        "external at {}{version}{kind}",
         m.broker.url.as_deref().unwrap_or("?")
     )
+}
+
+/// How the broker's answers departed from this workspace's wire, with answer counts.
+fn wire_variants_fact(m: &RunMeta) -> String {
+    if m.broker.wire_variants.is_empty() {
+        return "none: every answer as wire.md writes it".into();
+    }
+    m.broker
+        .wire_variants
+        .iter()
+        .map(|(what, n)| format!("{what} ({n} answers)"))
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 /// The run's facts, in the order the page lists them.
@@ -131,6 +148,7 @@ fn facts(r: &Results) -> Vec<(String, String)> {
         ("Machine", machine),
         ("PostgreSQL", postgres_fact(m)),
         ("Broker", broker_fact(m)),
+        ("Wire variants seen", wire_variants_fact(m)),
         ("Git revision", revision),
         ("Tool", tool),
     ]
@@ -211,11 +229,18 @@ fn audit_item(r: &Results) -> (Status, String) {
     }
     let pushed: u64 = r.cells.iter().map(|c| c.summary.audit.pushed).sum();
     let dups: u64 = r.cells.iter().map(|c| c.summary.audit.duplicates).sum();
-    let text = format!(
+    let mut text = format!(
         "Audit passed: every one of {} pushed messages was acked, dead-lettered or dropped by policy; {} duplicate deliveries.",
         group_thousands(pushed as f64),
         group_thousands(dups as f64)
     );
+    for c in r.cells.iter().filter(|c| c.summary.audit.dlq_unchecked) {
+        text.push_str(&format!(
+            " Not checked in {}: {}.",
+            c.name,
+            c.summary.audit.unchecked_words()
+        ));
+    }
     (Status::Passed, text)
 }
 

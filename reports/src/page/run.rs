@@ -429,7 +429,7 @@ fn gates(run: &RunModel) -> Markup {
                             td { (g.measured) }
                             td { (g.threshold) }
                             td class=(if g.passed { "l ok" } else { "l bad" }) {
-                                (if g.passed { "holds" } else { "FAILED" })
+                                (g.verdict)
                             }
                             td class="l" { (g.detail) }
                         }

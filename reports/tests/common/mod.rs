@@ -361,10 +361,12 @@ fn round(
             undrained: 0,
             duplicates,
             drained: true,
+            ..Default::default()
         },
         series,
         histograms,
         faults: Vec::new(),
+        wire_variants: BTreeMap::new(),
     }
 }
 
@@ -477,6 +479,7 @@ pub fn results_sized(rounds: u32, seconds: usize, samples: usize) -> Results {
                 external: false,
                 url: None,
                 binary: Some("target/release/ackbench-broker".into()),
+                ..Default::default()
             },
             notes: vec![
                 "Closing pg_stat_database / pg_stat_wal snapshots taken after the broker's connections closed (counters lag while busy).".into(),
@@ -490,6 +493,7 @@ pub fn results_sized(rounds: u32, seconds: usize, samples: usize) -> Results {
             threshold: 0.7,
             passed: measured.max <= 0.7,
             detail: "every round within the threshold".into(),
+            not_applicable: false,
         }],
     }
 }
