@@ -23,6 +23,12 @@ pub fn format_number(v: f64) -> String {
     }
 }
 
+/// A count (messages, requests): always an integer, thousands grouped (`7,214`, `66`), never
+/// the significant-digit rounding of `format_number` (which printed 66 as `66.0`).
+pub fn format_count(v: u64) -> String {
+    group_thousands(v as f64)
+}
+
 pub(super) fn group_thousands(v: f64) -> String {
     let digits = format!("{}", v.abs() as u64);
     let mut out = String::new();
@@ -79,6 +85,14 @@ pub(super) fn gib(bytes: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn counts_print_as_integers() {
+        assert_eq!(format_count(0), "0");
+        assert_eq!(format_count(66), "66");
+        assert_eq!(format_count(7214), "7,214");
+        assert_eq!(format_count(1_234_567), "1,234,567");
+    }
 
     #[test]
     fn numbers_have_three_significant_digits() {

@@ -19,7 +19,7 @@ pub use crate::figures::{Better, FigureDef, Format, Needs};
 pub use chart::*;
 pub use comparison::{CompareCell, CompareRow, Comparison};
 pub use faults::FaultRow;
-pub use format::{format_number, format_ratio, format_value};
+pub use format::{format_count, format_number, format_ratio, format_value};
 pub use latency::spectrum_points;
 pub use peers::{peer_tables, PeerRow, PeerTable, PEERS, PEER_FIGURES, PEER_NOTE};
 pub use tables::{

@@ -5,7 +5,7 @@ use maud::{html, Markup};
 
 use super::chrome::{swatch, th_with_unit};
 use super::run::{tone_class, value};
-use crate::model::{format_number, CompareCell, CompareRow, Comparison, FigureCell, ReportModel};
+use crate::model::{format_count, CompareCell, CompareRow, Comparison, FigureCell, ReportModel};
 
 fn side(f: &Option<FigureCell>) -> Markup {
     html! {
@@ -38,7 +38,7 @@ fn lost(v: &Option<u64>) -> Markup {
     html! {
         @match v {
             Some(0) => { td class="ok" { "0" } }
-            Some(n) => { td class="bad" { (format_number(*n as f64)) } }
+            Some(n) => { td class="bad" { (format_count(*n)) } }
             None => { td { "not run" } }
         }
     }

@@ -38,6 +38,7 @@ table.summary thead th{min-width:96px}
 table.summary thead th:first-child{min-width:0}
 .ra small{display:block;font-size:10.5px;font-weight:400}
 td.wrap{white-space:normal;min-width:220px;max-width:340px}
+table.gates td.detail{white-space:normal;min-width:300px}
 table.compare th,table.compare td{padding:4px 6px}
 table.compare .sp{font-size:10.5px}
 "#;

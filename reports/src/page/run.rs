@@ -7,8 +7,8 @@ use maud::{html, Markup};
 use super::chrome::{facts, notes_and_scenario, swatch, th_with_unit, warnings};
 use super::compare;
 use crate::model::{
-    format_number, AuditRow, FigureCell, PeerTable, ReportModel, RunModel, Status, SummaryRow,
-    Tone, BASELINE, PEER_NOTE, SUMMARY_FIGURES, SUMMARY_SPLIT,
+    format_count, format_number, AuditRow, FigureCell, PeerTable, ReportModel, RunModel, Status,
+    SummaryRow, Tone, BASELINE, PEER_NOTE, SUMMARY_FIGURES, SUMMARY_SPLIT,
 };
 
 /// The line under the title: when and where, or which two runs are compared.
@@ -236,7 +236,7 @@ fn glance(run: &RunModel) -> Markup {
                             (g.lost_text)
                             @if g.duplicates > 0 {
                                 span class="sp" {
-                                    (format_number(g.duplicates as f64)) " duplicates"
+                                    (format_count(g.duplicates)) " duplicates"
                                 }
                             }
                         }
@@ -327,7 +327,7 @@ fn collapsed_summary(run: &RunModel) -> Markup {
 
 fn audit_row(r: &AuditRow) -> Markup {
     let a = &r.audit;
-    let n = |v: u64| format_number(v as f64);
+    let n = format_count;
     let lost_class = if a.lost == 0 { "ok" } else { "bad" };
     html! {
         tr data-cell=(r.cell) class=[r.round.is_none().then_some("total")] {
@@ -383,7 +383,7 @@ fn faults(run: &RunModel) -> Markup {
                             td { (secs(f.at_secs)) }
                             td { (secs(f.ended_secs)) }
                             td data-key="recovery" { (f.recovery_text) }
-                            td class="l" { (f.note) }
+                            td class="l wrap" { (f.note) }
                         }
                     } }
                 } }
@@ -431,7 +431,7 @@ fn gates(run: &RunModel) -> Markup {
                             td class=(if g.passed { "l ok" } else { "l bad" }) {
                                 (g.verdict)
                             }
-                            td class="l" { (g.detail) }
+                            td class="l detail" { (g.detail) }
                         }
                     } }
                 } }
