@@ -35,13 +35,21 @@ pub struct Procedures {
 }
 
 const LOG_ENGINE: Procedures = Procedures {
-    push: &["log_push_v1", "log_push_multi_v1"],
+    // Queen's log engine's names first, then this broker's later versions (sql/016, 017).
+    push: &[
+        "log_push_v1",
+        "log_push_multi_v1",
+        "log_push_v2",
+        "log_push_multi_v2",
+    ],
     pop: &[
         "log_pop_v1",
         "log_pop_wildcard_v1",
         "log_pop_wildcard_v2",
         "log_pop_multi_v1",
         "log_pop_claim_v1",
+        "log_pop_wildcard_v3",
+        "log_pop_multi_v2",
     ],
     ack: &[
         "log_ack_by_hash_v1",
@@ -51,7 +59,12 @@ const LOG_ENGINE: Procedures = Procedures {
         "log_dlq_head_v1",
         "log_dlq_head_v3",
     ],
-    dlq: &["log_dlq_list_v1", "log_dlq_fetch_v1"],
+    dlq: &[
+        "log_dlq_list_v1",
+        "log_dlq_fetch_v1",
+        "log_dlq_list_v2",
+        "log_dlq_fetch_v2",
+    ],
 };
 
 /// Queen's rows engine (read from `hot-path-statements.json` of the recorded fixtures): the
