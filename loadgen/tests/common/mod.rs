@@ -29,6 +29,18 @@ pub fn temp_dir(suite: &str, name: &str) -> PathBuf {
     d
 }
 
+/// The results a run wrote to `out_dir` (its `--out`), after checking the report was written
+/// beside them; panics with the run's `stderr` when there are none.
+pub fn written_results(out_dir: &Path, stderr: &str) -> ackbench_reports::results::Results {
+    let text = std::fs::read_to_string(out_dir.join("results.json"))
+        .unwrap_or_else(|e| panic!("no results.json ({e}); stderr:\n{stderr}"));
+    assert!(
+        out_dir.join("report.html").is_file(),
+        "report.html is written beside results.json"
+    );
+    ackbench_reports::results::Results::from_json(&text).unwrap()
+}
+
 /// What one `ackbench` invocation did.
 pub struct Outcome {
     /// The exit code (-1 when killed by a signal).

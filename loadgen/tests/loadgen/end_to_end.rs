@@ -7,7 +7,7 @@ use std::path::Path;
 
 use ackbench_reports::results::{GateVerdict, Results};
 
-use crate::common::{ackbench, one_real_run_at_a_time, temp_dir, Outcome};
+use crate::common::{ackbench, one_real_run_at_a_time, temp_dir, written_results, Outcome};
 
 /// The name of the scenario's ratio gate.
 const GATE: &str = "fusion cuts ack commits";
@@ -67,13 +67,7 @@ fn run_with(dir: &Path, text: &str, flags: &[&str]) -> (i32, String, Results) {
         stdout,
         stderr,
     } = ackbench(dir, "run", text, &args);
-    let text = std::fs::read_to_string(out_dir.join("results.json"))
-        .unwrap_or_else(|e| panic!("no results.json ({e}); stderr:\n{stderr}"));
-    assert!(
-        out_dir.join("report.html").is_file(),
-        "report.html is written beside results.json"
-    );
-    (code, stdout, Results::from_json(&text).unwrap())
+    (code, stdout, written_results(&out_dir, &stderr))
 }
 
 /// The verdict of the scenario's one ratio gate: it must have been judged.

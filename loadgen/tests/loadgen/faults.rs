@@ -4,9 +4,7 @@
 
 use std::ffi::OsStr;
 
-use ackbench_reports::results::Results;
-
-use crate::common::{ackbench, one_real_run_at_a_time, temp_dir, Outcome};
+use crate::common::{ackbench, one_real_run_at_a_time, temp_dir, written_results, Outcome};
 
 /// One cell, a 9 s window: the broker killed at 2 s (down 500 ms), the consumers frozen at 5 s
 /// for 1.5 s, longer than their 1 s lease.
@@ -59,9 +57,7 @@ fn a_killed_broker_and_frozen_consumers_lose_nothing_and_are_recorded() {
         SCENARIO,
         &[OsStr::new("--out"), out_dir.as_os_str()],
     );
-    let text = std::fs::read_to_string(out_dir.join("results.json"))
-        .unwrap_or_else(|e| panic!("no results.json ({e}); stderr:\n{stderr}"));
-    let results = Results::from_json(&text).unwrap();
+    let results = written_results(&out_dir, &stderr);
     assert_eq!(code, 0, "{stdout}\n{stderr}");
     let round = &results.cells[0].rounds[0];
     let a = &round.audit;

@@ -15,7 +15,7 @@ use ackbench_wire::PushResultRef;
 use serde_json::Value;
 
 use crate::common::recorded_queen::{fixture, RecordedQueen};
-use crate::common::{ackbench, one_real_run_at_a_time, temp_dir, Outcome};
+use crate::common::{ackbench, one_real_run_at_a_time, temp_dir, written_results, Outcome};
 
 /// The recorded answer body of fixture `name`, as the server sent it.
 fn body(name: &str) -> String {
@@ -227,10 +227,7 @@ fn run_against_recorded_queen(name: &str, args: &[&str]) -> (Outcome, std::path:
 fn a_run_against_recorded_queen_ends_with_a_report_and_nothing_lost() {
     let (outcome, dir) = run_against_recorded_queen("run", &["--target-kind", "queen-rows"]);
     let out = dir.join("out");
-    let text = std::fs::read_to_string(out.join("results.json"))
-        .unwrap_or_else(|e| panic!("no results.json ({e}); stderr:\n{}", outcome.stderr));
-    assert!(out.join("report.html").is_file());
-    let r = Results::from_json(&text).unwrap();
+    let r = written_results(&out, &outcome.stderr);
     assert_eq!(
         outcome.code, 0,
         "stdout:\n{}\nstderr:\n{}",
