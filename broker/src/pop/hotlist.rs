@@ -15,9 +15,16 @@
 //!   through other brokers, renewed-then-expired leases, restarts, and partitions whose
 //!   `delayedProcessing` or `windowBuffer` has passed are picked up (a push lists its partition
 //!   at once; a claim that finds it held back drops it, and the seed leaves it out until then).
+//!
+//! Order: oldest waiting first. Each listed partition carries the instant its current stretch
+//! of pending messages began (its first listing since it was last found drained), and pops take
+//! the oldest. A partition released with more to deliver keeps its instant, so a burst pushed
+//! into one partition drains at the pace of its pop-and-ack round trips instead of going to the
+//! back behind every partition listed since (with pops of one message that made the last of a
+//! push of eight wait eight trips round the whole list).
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeSet, BinaryHeap, HashMap};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -40,8 +47,13 @@ pub enum Take {
 /// One group's candidates on one queue.
 #[derive(Default)]
 struct GroupHot {
-    ring: VecDeque<Uuid>,
-    listed: HashSet<Uuid>,
+    /// Listed partitions, oldest pending first: (pending since, listing sequence, partition).
+    ring: BTreeSet<(Instant, u64, Uuid)>,
+    /// Each listed partition's key in `ring`.
+    listed: HashMap<Uuid, (Instant, u64)>,
+    /// When each partition's current stretch of pending messages began.
+    pending_since: HashMap<Uuid, Instant>,
+    sequence: u64,
     /// Partitions this broker leased to the group: (span start, span end, lease expiry).
     leased: HashMap<Uuid, (i64, i64, Instant)>,
     expiries: BinaryHeap<Reverse<(Instant, Uuid)>>,
@@ -55,10 +67,38 @@ struct GroupHot {
 }
 
 impl GroupHot {
-    fn list(&mut self, pid: Uuid) {
-        if !self.leased.contains_key(&pid) && self.listed.insert(pid) {
-            self.ring.push_back(pid);
+    /// Lists `pid` (unless it is leased or listed already) at its pending stretch's start, or
+    /// `now` when it has none.
+    fn list(&mut self, pid: Uuid, now: Instant) {
+        if self.leased.contains_key(&pid) || self.listed.contains_key(&pid) {
+            return;
         }
+        let since = *self.pending_since.entry(pid).or_insert(now);
+        self.sequence += 1;
+        self.listed.insert(pid, (since, self.sequence));
+        self.ring.insert((since, self.sequence, pid));
+    }
+
+    /// A push wrote to `pid`: a partition neither listed nor leased had nothing pending as far
+    /// as this list knows, so its stretch starts now.
+    fn list_pushed(&mut self, pid: Uuid, now: Instant) {
+        if !self.leased.contains_key(&pid) && !self.listed.contains_key(&pid) {
+            self.pending_since.insert(pid, now);
+        }
+        self.list(pid, now);
+    }
+
+    /// Takes the `n` oldest listed partitions off the list.
+    fn take_oldest(&mut self, n: usize) -> Vec<Uuid> {
+        let mut out = Vec::with_capacity(n.min(self.ring.len()));
+        while out.len() < n {
+            let Some((_, _, pid)) = self.ring.pop_first() else {
+                break;
+            };
+            self.listed.remove(&pid);
+            out.push(pid);
+        }
+        out
     }
 
     /// Lists again the partitions whose lease has expired.
@@ -70,7 +110,7 @@ impl GroupHot {
             self.expiries.pop();
             if self.leased.get(&pid).is_some_and(|l| l.2 == at) {
                 self.leased.remove(&pid);
-                self.list(pid);
+                self.list(pid, now);
             }
         }
     }
@@ -120,12 +160,7 @@ impl Hotlist {
         if g.ring.is_empty() {
             return Take::Nothing;
         }
-        let take = n.min(g.ring.len());
-        let out: Vec<Uuid> = g.ring.drain(..take).collect();
-        for pid in &out {
-            g.listed.remove(pid);
-        }
-        Take::Candidates(out)
+        Take::Candidates(g.take_oldest(n))
     }
 
     /// The seed answered: lists `pids` (with what was listed meanwhile); `ready_at` is when a
@@ -139,8 +174,9 @@ impl Hotlist {
         g.seeding = false;
         g.seeded_at = Some(Instant::now());
         g.ready_at = ready_at;
+        let now = Instant::now();
         for pid in pids {
-            g.list(*pid);
+            g.list(*pid, now);
         }
     }
 
@@ -150,14 +186,14 @@ impl Hotlist {
         group_entry(&mut s, queue, group).seeding = false;
     }
 
-    /// Candidates a pop took but did not get to examine: listed again, at the front.
+    /// Candidates a pop took but did not get to examine: listed again where they were (their
+    /// pending stretch is unchanged).
     pub fn put_back(&self, queue: &QueueKey, group: &str, pids: &[Uuid]) {
         let mut s = self.state.lock().expect("hotlist lock");
         let g = group_entry(&mut s, queue, group);
-        for pid in pids.iter().rev() {
-            if !g.leased.contains_key(pid) && g.listed.insert(*pid) {
-                g.ring.push_front(*pid);
-            }
+        let now = Instant::now();
+        for pid in pids {
+            g.list(*pid, now);
         }
     }
 
@@ -185,8 +221,10 @@ impl Hotlist {
                 g.leased.insert(pid, (span.0, span.1, at));
                 g.expiries.push(Reverse((at, pid)));
             }
-            None if more => g.list(pid),
-            None => {}
+            None if more => g.list(pid, Instant::now()),
+            None => {
+                g.pending_since.remove(&pid);
+            }
         }
     }
 
@@ -209,8 +247,9 @@ impl Hotlist {
         let q = s.queues.entry(queue.clone()).or_default();
         let known = q.last_offset.entry(pid).or_insert(end_offset);
         *known = (*known).max(end_offset);
+        let now = Instant::now();
         for g in q.groups.values_mut() {
-            g.list(pid);
+            g.list_pushed(pid, now);
         }
     }
 
@@ -229,7 +268,9 @@ impl Hotlist {
             _ => true,
         };
         if more {
-            g.list(pid);
+            g.list(pid, Instant::now());
+        } else {
+            g.pending_since.remove(&pid);
         }
         Some(queue)
     }
@@ -271,8 +312,9 @@ fn group_entry<'a>(s: &'a mut State, queue: &QueueKey, group: &str) -> &'a mut G
     if !q.groups.contains_key(group) {
         // A group first seen here starts with every partition pushed through this broker.
         let mut g = GroupHot::default();
+        let now = Instant::now();
         for pid in q.last_offset.keys() {
-            g.list(*pid);
+            g.list(*pid, now);
         }
         q.groups.insert(group.to_string(), g);
     }
@@ -355,6 +397,48 @@ mod tests {
         assert_eq!(h.take(&key(), "g", 1, LONG), Take::Candidates(vec![a]));
         h.claimed(&key(), "g", a, (0, 0), 3, Some(Instant::now()));
         assert_eq!(h.take(&key(), "g", 1, LONG), Take::Candidates(vec![a]));
+    }
+
+    #[test]
+    fn a_partition_released_with_more_goes_before_partitions_listed_after_it() {
+        let h = Hotlist::new(LONG);
+        let (a, b, c) = (Uuid::now_v7(), Uuid::now_v7(), Uuid::now_v7());
+        h.seeded(&key(), "g", &[], None);
+        h.pushed(&key(), a, 7);
+        assert_eq!(h.take(&key(), "g", 1, LONG), Take::Candidates(vec![a]));
+        h.claimed(&key(), "g", a, (0, 0), 7, Some(Instant::now() + LONG));
+        h.pushed(&key(), b, 7);
+        h.pushed(&key(), c, 7);
+        h.released(a, "g", true);
+        assert_eq!(
+            h.take(&key(), "g", 3, LONG),
+            Take::Candidates(vec![a, b, c]),
+            "a has waited since before b and c were pushed"
+        );
+        h.put_back(&key(), "g", &[c, b]);
+        assert_eq!(
+            h.take(&key(), "g", 1, LONG),
+            Take::Candidates(vec![b]),
+            "put back where they were"
+        );
+    }
+
+    #[test]
+    fn a_drained_partition_starts_a_new_stretch_when_pushed_again() {
+        let h = Hotlist::new(LONG);
+        let (a, b) = (Uuid::now_v7(), Uuid::now_v7());
+        h.seeded(&key(), "g", &[], None);
+        h.pushed(&key(), a, 0);
+        assert_eq!(h.take(&key(), "g", 1, LONG), Take::Candidates(vec![a]));
+        h.claimed(&key(), "g", a, (0, 0), 0, Some(Instant::now() + LONG));
+        h.released(a, "g", true);
+        h.pushed(&key(), b, 0);
+        h.pushed(&key(), a, 1);
+        assert_eq!(
+            h.take(&key(), "g", 2, LONG),
+            Take::Candidates(vec![b, a]),
+            "a was drained, so its new message is younger than b's"
+        );
     }
 
     #[test]
