@@ -2,6 +2,7 @@
 //! the accelerators' engines (ack registry, ack fusion, push fusion).
 
 use std::sync::{Arc, Weak};
+use std::time::Duration;
 
 use deadpool_postgres::{Object, Pool};
 use uuid::Uuid;
@@ -10,6 +11,7 @@ use crate::ack::fusion::AckFusion;
 use crate::ack::registry::AckRegistry;
 use crate::config::Config;
 use crate::crypto::Sealer;
+use crate::lanes::{LaneSettings, Lanes};
 use crate::longpoll::LongPoll;
 use crate::metrics::Metrics;
 use crate::pop::fusion::PopFusion;
@@ -81,22 +83,10 @@ impl App {
         let registry = config
             .ack_registry
             .then(|| AckRegistry::new(config.ack_registry_mb));
-        let fusion = config.ack_fusion.then(|| {
-            let hold = std::time::Duration::from_millis(config.ack_fusion_hold_ms);
-            AckFusion::start(
-                pool.clone(),
-                config.ack_fusion_shards,
-                hold,
-                config.ack_fusion_max_rows,
-            )
-        });
+        let (fusion, pop_fusion) = fusions(&config, &pool);
         let hotlist = config
             .hotlist
             .then(|| Hotlist::new(std::time::Duration::from_millis(config.hotlist_reseed_ms)));
-        let pop_fusion = config.pop_fusion.then(|| {
-            let hold = std::time::Duration::from_millis(config.pop_fusion_hold_ms);
-            PopFusion::start(pool.clone(), config.pop_fusion_shards, hold)
-        });
         App {
             registry,
             fusion,
@@ -126,4 +116,38 @@ impl App {
             .await
             .map_err(|e| DbError::from_pool(context, e))
     }
+}
+
+/// Ack fusion and pop fusion, each on lanes of its own, or, both on with `QUEEN_FUSION_JOINT`,
+/// sharing ack fusion's lanes so acks and pops waiting together commit together.
+fn fusions(config: &Config, pool: &Pool) -> (Option<AckFusion>, Option<PopFusion>) {
+    let ack_hold = Duration::from_millis(config.ack_fusion_hold_ms);
+    if config.ack_fusion && config.pop_fusion && config.fusion_joint {
+        let (ack_stats, pop_stats) = (Arc::default(), Arc::default());
+        let settings = LaneSettings {
+            shards: config.ack_fusion_shards,
+            hold: ack_hold,
+            max_ack_rows: config.ack_fusion_max_rows,
+            ack_stats: Arc::clone(&ack_stats),
+            pop_stats: Arc::clone(&pop_stats),
+        };
+        let lanes = Lanes::start(pool.clone(), settings);
+        return (
+            Some(AckFusion::on(lanes.clone(), ack_stats)),
+            Some(PopFusion::on(lanes, pop_stats)),
+        );
+    }
+    let fusion = config.ack_fusion.then(|| {
+        AckFusion::start(
+            pool.clone(),
+            config.ack_fusion_shards,
+            ack_hold,
+            config.ack_fusion_max_rows,
+        )
+    });
+    let pop_fusion = config.pop_fusion.then(|| {
+        let hold = Duration::from_millis(config.pop_fusion_hold_ms);
+        PopFusion::start(pool.clone(), config.pop_fusion_shards, hold)
+    });
+    (fusion, pop_fusion)
 }

@@ -55,6 +55,9 @@ pub struct Config {
     /// `QUEEN_POP_FUSION`: concurrent pops claim in one transaction.
     pub pop_fusion: bool,
     pub pop_fusion_shards: usize,
+    /// `QUEEN_FUSION_JOINT`: with ack and pop fusion both on, the acks and pops waiting in a
+    /// lane commit in one transaction (the lanes take ack fusion's shards and hold).
+    pub fusion_joint: bool,
     pub pop_fusion_hold_ms: u64,
     /// `QUEEN_SEGMENT_CACHE_MB`: decoded segments held for pops (0 turns the cache off).
     pub segment_cache_mb: usize,
@@ -184,6 +187,7 @@ impl Config {
             pop_fusion: vars.flag("QUEEN_POP_FUSION", true)?,
             pop_fusion_shards: vars.number("QUEEN_POP_FUSION_SHARDS", 4, 1, 1024)?,
             pop_fusion_hold_ms: vars.number("QUEEN_POP_FUSION_HOLD_MS", 3, 1, 60_000)?,
+            fusion_joint: vars.flag("QUEEN_FUSION_JOINT", true)?,
             segment_cache_mb: vars.number("QUEEN_SEGMENT_CACHE_MB", 256, 0, 1 << 20)?,
             encryption_key: encryption_key(&vars)?,
         })

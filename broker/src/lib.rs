@@ -22,6 +22,7 @@ pub mod app;
 pub mod config;
 pub mod crypto;
 pub mod http;
+pub mod lanes;
 pub mod longpoll;
 pub mod metrics;
 pub mod pop;

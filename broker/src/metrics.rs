@@ -240,6 +240,11 @@ fn render_ack_fusion(out: &mut String, f: &FusionSnapshot) {
             "Flushes that failed as a whole.",
             f.flush_errors,
         ),
+        (
+            "queen_ack_fusion_flush_microseconds_total",
+            "Wall time of flushes: connection, call and commit.",
+            f.flush_us,
+        ),
     ];
     for (name, help, value) in series {
         counter(out, name, help, value);
@@ -324,6 +329,16 @@ fn render_pop(out: &mut String, p: &PopSnapshot) {
                 "Pop flushes that failed as a whole.",
                 f.flush_errors,
             ),
+            (
+                "queen_pop_fusion_flush_microseconds_total",
+                "Wall time of pop flushes: connection, claim and commit.",
+                f.flush_us,
+            ),
+            (
+                "queen_pop_fusion_joint_flushes_total",
+                "Pop flushes that committed fused acks in the same transaction.",
+                f.joint_flushes,
+            ),
         ];
         for (name, help, value) in series {
             counter(out, name, help, value);
@@ -350,13 +365,14 @@ fn render_cache(out: &mut String, p: &PopSnapshot) {
 /// document records which engine each cell ran (the load generator keeps them as gauges).
 fn render_settings(out: &mut String, c: &Config) {
     let flag = |on: bool| u64::from(on);
-    let settings: [(&str, u64); 14] = [
+    let settings: [(&str, u64); 15] = [
         ("QUEEN_HOTLIST", flag(c.hotlist)),
         ("QUEEN_HOTLIST_RESEED_MS", c.hotlist_reseed_ms),
         ("QUEEN_POP_PENDING_GATE", flag(c.pop_pending_gate)),
         ("QUEEN_POP_FUSION", flag(c.pop_fusion)),
         ("QUEEN_POP_FUSION_SHARDS", c.pop_fusion_shards as u64),
         ("QUEEN_POP_FUSION_HOLD_MS", c.pop_fusion_hold_ms),
+        ("QUEEN_FUSION_JOINT", flag(c.fusion_joint)),
         ("QUEEN_SEGMENT_CACHE_MB", c.segment_cache_mb as u64),
         ("QUEEN_PUSH_FUSION", flag(c.push_fusion)),
         ("QUEEN_PUSH_FUSION_SHARDS", c.push_fusion_shards as u64),

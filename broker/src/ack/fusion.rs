@@ -14,14 +14,19 @@
 //!   monotone and idempotent). Different workers on one (partition, group) stay separate rows.
 //! - The waiter's answer resolves only after the flush commits. Waiters never hold a pooled
 //!   connection: only the shard's flush takes one, for the duration of the call.
+//! - The shards are `lanes`: with pop fusion on and `QUEEN_FUSION_JOINT`, the acks and pops
+//!   waiting in a lane commit together (see `lanes.rs`).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::Duration;
 
-use deadpool_postgres::Pool;
-use tokio::sync::{mpsc, oneshot};
+use deadpool_postgres::{Object, Pool};
+use tokio::sync::oneshot;
+use tokio_postgres::{Client, Statement};
+
+use crate::lanes::{LaneSettings, Lanes, Work};
 use uuid::Uuid;
 use xxhash_rust::xxh3::xxh3_64;
 
@@ -56,48 +61,47 @@ pub struct FusionStats {
     pub committed: AtomicU64,
     pub rejected: AtomicU64,
     pub flush_errors: AtomicU64,
+    /// Wall time spent in flushes (connection, call and commit), microseconds.
+    pub flush_us: AtomicU64,
 }
 
 pub struct AckFusion {
-    shards: Vec<mpsc::UnboundedSender<(FusedAck, oneshot::Sender<Verdict>)>>,
+    lanes: Arc<Lanes>,
     pub stats: Arc<FusionStats>,
 }
 
 impl AckFusion {
-    /// Starts `shards` shard tasks flushing through `pool`. `max_rows` caps the rows of one
-    /// flush (unbounded normally; 1 turns fusion into one commit per ack, for gate tests).
+    /// Starts `shards` lanes of its own flushing through `pool`. `max_rows` caps the rows of
+    /// one flush (unbounded normally; 1 turns fusion into one commit per ack, for gate tests).
     pub fn start(pool: Pool, shards: usize, hold: Duration, max_rows: usize) -> AckFusion {
         let stats = Arc::new(FusionStats::default());
-        let senders = (0..shards.max(1))
-            .map(|_| {
-                let (tx, rx) = mpsc::unbounded_channel();
-                tokio::spawn(shard_loop(
-                    rx,
-                    pool.clone(),
-                    stats.clone(),
-                    hold,
-                    max_rows.max(1),
-                ));
-                tx
-            })
-            .collect();
-        AckFusion {
-            shards: senders,
-            stats,
-        }
+        let settings = LaneSettings {
+            shards,
+            hold,
+            max_ack_rows: max_rows.max(1),
+            ack_stats: stats.clone(),
+            pop_stats: Arc::default(),
+        };
+        AckFusion::on(Lanes::start(pool, settings), stats)
     }
 
-    /// How many shard tasks flush.
+    /// Ack fusion on lanes it may share with pop fusion; `stats` are the lanes' ack counters.
+    pub fn on(lanes: Arc<Lanes>, stats: Arc<FusionStats>) -> AckFusion {
+        AckFusion { lanes, stats }
+    }
+
+    /// How many lanes flush.
     pub fn shards(&self) -> usize {
-        self.shards.len()
+        self.lanes.shards()
     }
 
-    /// Enqueues a hit and waits for its flush's verdict.
+    /// Enqueues a hit and waits for its flush's verdict. Every ack of a partition goes to one
+    /// lane, so folding and per-partition commit order stay within a lane.
     pub async fn submit(&self, ack: FusedAck) -> Verdict {
-        let shard = (xxh3_64(ack.partition.as_bytes()) % self.shards.len() as u64) as usize;
+        let key = xxh3_64(ack.partition.as_bytes());
         let (tx, rx) = oneshot::channel();
         self.stats.requests.fetch_add(1, Relaxed);
-        if self.shards[shard].send((ack, tx)).is_err() {
+        if !self.lanes.send(key, Work::Ack(ack, tx)) {
             return Verdict::FlushErr("ack fusion is shut down".into());
         }
         rx.await
@@ -107,32 +111,8 @@ impl AckFusion {
 
 type Waiter = (FusedAck, oneshot::Sender<Verdict>);
 
-async fn shard_loop(
-    mut inbox: mpsc::UnboundedReceiver<Waiter>,
-    pool: Pool,
-    stats: Arc<FusionStats>,
-    hold: Duration,
-    max_rows: usize,
-) {
-    let mut backlog: Vec<Waiter> = Vec::new();
-    loop {
-        if backlog.is_empty() {
-            match tokio::time::timeout(hold, inbox.recv()).await {
-                Ok(Some(w)) => backlog.push(w),
-                Ok(None) => return,
-                Err(_) => continue, // the backstop tick: look again
-            }
-        }
-        while let Ok(w) = inbox.try_recv() {
-            backlog.push(w);
-        }
-        let batch = take_batch(&mut backlog, max_rows);
-        flush(&pool, &stats, batch).await;
-    }
-}
-
 /// Takes waiters covering at most `max_rows` folded rows, in arrival order.
-fn take_batch(backlog: &mut Vec<Waiter>, max_rows: usize) -> Vec<Waiter> {
+pub fn take_batch(backlog: &mut Vec<Waiter>, max_rows: usize) -> Vec<Waiter> {
     let mut keys: Vec<(Uuid, &str, &str)> = Vec::new();
     let mut cut = backlog.len();
     for (i, (a, _)) in backlog.iter().enumerate() {
@@ -150,7 +130,7 @@ fn take_batch(backlog: &mut Vec<Waiter>, max_rows: usize) -> Vec<Waiter> {
 }
 
 /// One row of a flush: the folded requests it answers.
-struct Row {
+pub struct Row {
     partition: Uuid,
     group: String,
     worker: String,
@@ -160,7 +140,7 @@ struct Row {
 }
 
 /// Folds same (partition, group, worker) requests into one row at the highest batch_end.
-fn fold(batch: Vec<Waiter>) -> Vec<Row> {
+pub fn fold(batch: Vec<Waiter>) -> Vec<Row> {
     let mut index: HashMap<(Uuid, String, String), usize> = HashMap::new();
     let mut rows: Vec<Row> = Vec::new();
     for (a, tx) in batch {
@@ -188,11 +168,9 @@ fn fold(batch: Vec<Waiter>) -> Vec<Row> {
     rows
 }
 
-async fn flush(pool: &Pool, stats: &FusionStats, batch: Vec<Waiter>) {
-    let rows = fold(batch);
-    stats.flushes.fetch_add(1, Relaxed);
-    stats.rows.fetch_add(rows.len() as u64, Relaxed);
-    match call_multi(pool, &rows).await {
+/// Hands every folded request its row's verdict, or the flush's failure (logged once).
+pub fn deliver(stats: &FusionStats, rows: Vec<Row>, result: Result<Vec<Verdict>, String>) {
+    match result {
         Ok(verdicts) => {
             for (row, verdict) in rows.into_iter().zip(verdicts) {
                 match &verdict {
@@ -219,25 +197,38 @@ async fn flush(pool: &Pool, stats: &FusionStats, batch: Vec<Waiter>) {
     }
 }
 
-/// One `log_ack_multi_v1` call; verdicts realigned to the rows by input ordinal.
-async fn call_multi(pool: &Pool, rows: &[Row]) -> Result<Vec<Verdict>, String> {
-    let db = pool
-        .get()
-        .await
-        .map_err(|e| format!("no database connection: {e}"))?;
+/// The fused ack statement, prepared (once per connection) on `db`.
+pub async fn prepare_multi(db: &Object) -> Result<Statement, String> {
+    db.prepare_cached(
+        "SELECT ordinal, ok, error, acked, lease_released \
+         FROM queen.log_ack_multi_v1($1, $2, $3, $4, $5)",
+    )
+    .await
+    .map_err(|e| format!("log_ack_multi_v1: {e}"))
+}
+
+/// One `log_ack_multi_v1` call on its own (one commit).
+pub async fn call_multi(db: &Object, rows: &[Row]) -> Result<Vec<Verdict>, String> {
+    let stmt = prepare_multi(db).await?;
+    query_multi(db, &stmt, rows).await
+}
+
+/// Runs the prepared fused ack statement for `rows`; verdicts realigned to the rows by input
+/// ordinal. Its first poll sends the query, so a joint flush can pipeline it.
+pub async fn query_multi(
+    db: &Client,
+    stmt: &Statement,
+    rows: &[Row],
+) -> Result<Vec<Verdict>, String> {
     let pids: Vec<Uuid> = rows.iter().map(|r| r.partition).collect();
     let groups: Vec<&str> = rows.iter().map(|r| r.group.as_str()).collect();
     let ends: Vec<i64> = rows.iter().map(|r| r.batch_end).collect();
     let workers: Vec<&str> = rows.iter().map(|r| r.worker.as_str()).collect();
     let counts: Vec<i32> = rows.iter().map(|r| r.count).collect();
-    let stmt = db
-        .prepare_cached("SELECT ordinal, ok, error, acked, lease_released FROM queen.log_ack_multi_v1($1, $2, $3, $4, $5)")
+    let out = db
+        .query(stmt, &[&pids, &groups, &ends, &workers, &counts])
         .await
         .map_err(|e| format!("log_ack_multi_v1: {e}"))?;
-    let result = db
-        .query(&stmt, &[&pids, &groups, &ends, &workers, &counts])
-        .await;
-    let out = result.map_err(|e| format!("log_ack_multi_v1: {e}"))?;
     let mut verdicts = vec![Verdict::FlushErr("no verdict for this row".into()); rows.len()];
     for r in out {
         let i = r.get::<_, i32>("ordinal") as usize - 1;

@@ -26,6 +26,7 @@ pub struct FusionSnapshot {
     pub committed: u64,
     pub rejected: u64,
     pub flush_errors: u64,
+    pub flush_us: u64,
     pub shards: usize,
 }
 
@@ -70,6 +71,7 @@ impl FusionSnapshot {
             committed: s.committed.load(Relaxed),
             rejected: s.rejected.load(Relaxed),
             flush_errors: s.flush_errors.load(Relaxed),
+            flush_us: s.flush_us.load(Relaxed),
             shards: f.shards(),
         }
     }

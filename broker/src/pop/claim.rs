@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use deadpool_postgres::Object;
-use tokio_postgres::Row;
+use tokio_postgres::{Client, Row, Statement};
 use uuid::Uuid;
 
 use super::Subscription;
@@ -82,6 +82,27 @@ fn claim_row(row: &Row, held: &[&(Uuid, Arc<DecodedSegment>)]) -> ClaimRow {
 
 /// Claims every job in one `queen.log_pop_multi_v2` transaction; rows per job, in job order.
 pub async fn claim_jobs(db: &Object, jobs: &[&PopJob]) -> Result<Vec<Vec<ClaimRow>>, DbError> {
+    let stmt = prepare_claim(db).await?;
+    claim_prepared(db, &stmt, jobs).await
+}
+
+/// The fused claim statement, prepared (once per connection) on `db`.
+pub async fn prepare_claim(db: &Object) -> Result<Statement, DbError> {
+    let sql = format!(
+        "SELECT {COLUMNS} FROM queen.log_pop_multi_v2($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
+    );
+    db.prepare_cached(&sql)
+        .await
+        .map_err(|e| DbError::from_pg("log_pop_multi_v2", e))
+}
+
+/// Runs the prepared claim for `jobs` (see `claim_jobs`). Its first poll sends the query, so a
+/// joint flush can pipeline it.
+pub async fn claim_prepared(
+    db: &Client,
+    stmt: &Statement,
+    jobs: &[&PopJob],
+) -> Result<Vec<Vec<ClaimRow>>, DbError> {
     let groups: Vec<&str> = jobs.iter().map(|j| j.group.as_str()).collect();
     let workers: Vec<&str> = jobs.iter().map(|j| j.worker.as_str()).collect();
     let batches: Vec<i32> = jobs.iter().map(|j| j.batch).collect();
@@ -100,16 +121,9 @@ pub async fn claim_jobs(db: &Object, jobs: &[&PopJob]) -> Result<Vec<Vec<ClaimRo
             cached_bases.push(seg.base);
         }
     }
-    let sql = format!(
-        "SELECT {COLUMNS} FROM queen.log_pop_multi_v2($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
-    );
-    let stmt = db
-        .prepare_cached(&sql)
-        .await
-        .map_err(|e| DbError::from_pg("log_pop_multi_v2", e))?;
     let rows = db
         .query(
-            &stmt,
+            stmt,
             &[
                 &groups,
                 &workers,

@@ -29,6 +29,8 @@ pub struct PopFusionSnapshot {
     pub flushes: u64,
     pub jobs: u64,
     pub flush_errors: u64,
+    pub flush_us: u64,
+    pub joint_flushes: u64,
 }
 
 /// The pop engine's counters at one instant.
@@ -67,6 +69,8 @@ impl PopSnapshot {
                 flushes: f.stats.flushes.load(Relaxed),
                 jobs: f.stats.jobs.load(Relaxed),
                 flush_errors: f.stats.flush_errors.load(Relaxed),
+                flush_us: f.stats.flush_us.load(Relaxed),
+                joint_flushes: f.stats.joint_flushes.load(Relaxed),
             }),
             cache_segments,
             cache_bytes,
