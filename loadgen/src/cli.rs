@@ -58,7 +58,7 @@ pub async fn run(opts: RunOptions) -> u8 {
             scenario.run.cells.iter().map(|c| c.name()).collect::<Vec<_>>().join(", ")
         );
     }
-    let planned: Vec<Cell> = cells.iter().map(|c| c.0).collect();
+    let planned: Vec<Cell> = cells.iter().map(|c| c.cell).collect();
     if let Err(e) = env.check_peers(&planned).await {
         return fail(&e);
     }
@@ -68,7 +68,7 @@ pub async fn run(opts: RunOptions) -> u8 {
         scenario.name,
         cells
             .iter()
-            .map(|c| c.1.as_str())
+            .map(|c| c.name.as_str())
             .collect::<Vec<_>>()
             .join(", "),
         scenario.run.rounds,
@@ -97,8 +97,11 @@ pub async fn run(opts: RunOptions) -> u8 {
     }
     print_summary(&results);
     println!("\n{}", gates::table(&eval));
-    if let (Some(_), [(_, cell), (_, twin)]) = (aa, cells.as_slice()) {
-        println!("{}", gates::aa_noise(&results, &scenario.gates, cell, twin));
+    if let (Some(_), [cell, twin]) = (aa, cells.as_slice()) {
+        println!(
+            "{}",
+            gates::aa_noise(&results, &scenario.gates, &cell.name, &twin.name)
+        );
     }
     run_exit_code(&results, &eval)
 }
@@ -122,6 +125,13 @@ pub async fn capacity(opts: CapacityOptions) -> u8 {
             scenario.source_name,
             f.kind.name(),
             f.line
+        ));
+    }
+    if scenario.broker.names_topologies() {
+        return fail(&format!(
+            "{}: broker.topologies lists {} topologies; capacity steps one: give broker.instances and broker.routing instead",
+            scenario.source_name,
+            scenario.broker.topologies().len()
         ));
     }
     if let Err(e) = scenario.apply_overrides(&opts.overrides()) {

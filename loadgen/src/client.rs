@@ -10,6 +10,7 @@
 //! connection.
 
 use std::io::Write as _;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -138,8 +139,14 @@ fn parse_head(buf: &[u8]) -> Result<Option<Head>> {
 /// One keep-alive connection, owned by one worker (and used only on the runtime it was first
 /// used on, which its socket is registered with).
 pub struct Connection {
-    endpoint: Arc<Endpoint>,
-    stream: Option<TcpStream>,
+    /// The brokers this connection may send to, each with its own socket: one, or (routing
+    /// round robin over several brokers) all of a cell's.
+    lanes: Vec<Lane>,
+    /// The lane of the request in progress.
+    current: usize,
+    /// Round robin: the cell's shared turn counter, so requests from every worker take the
+    /// brokers in turn, as a load balancer hands them out; `None` keeps to the one lane.
+    turns: Option<Arc<AtomicUsize>>,
     /// The request being written: head and body, one `write`.
     out: Vec<u8>,
     /// What was read of the answer; a body is split off it as `Bytes`, and the next read
@@ -148,11 +155,28 @@ pub struct Connection {
     timeout: Duration,
 }
 
+/// One broker a connection can send to, and its socket (opened on first use).
+struct Lane {
+    endpoint: Arc<Endpoint>,
+    stream: Option<TcpStream>,
+}
+
 impl Connection {
     fn new(endpoint: Arc<Endpoint>) -> Connection {
+        Connection::over(vec![endpoint], None)
+    }
+
+    fn over(endpoints: Vec<Arc<Endpoint>>, turns: Option<Arc<AtomicUsize>>) -> Connection {
         Connection {
-            endpoint,
-            stream: None,
+            lanes: endpoints
+                .into_iter()
+                .map(|endpoint| Lane {
+                    endpoint,
+                    stream: None,
+                })
+                .collect(),
+            current: 0,
+            turns,
             out: Vec::with_capacity(1024),
             input: BytesMut::with_capacity(8192),
             timeout: Duration::from_secs(120),
@@ -162,6 +186,9 @@ impl Connection {
     /// Sends one request (`body` is JSON when not empty) and reads the whole answer. Any
     /// failure drops the connection, so the next request starts on a fresh one.
     pub async fn send(&mut self, method: &str, path: &str, body: &[u8]) -> Result<Answer> {
+        if let Some(turns) = &self.turns {
+            self.current = turns.fetch_add(1, Ordering::Relaxed) % self.lanes.len();
+        }
         let timeout = self.timeout;
         let answer = tokio::time::timeout(timeout, self.exchange(method, path, body)).await;
         let answer = match answer {
@@ -169,7 +196,7 @@ impl Connection {
             Err(_) => Err(err(format!("no answer within {timeout:?}"))),
         };
         if answer.is_err() {
-            self.stream = None;
+            self.lanes[self.current].stream = None;
             self.input.clear();
         }
         answer.map_err(|e| ClientError {
@@ -180,10 +207,11 @@ impl Connection {
 
     async fn exchange(&mut self, method: &str, path: &str, body: &[u8]) -> Result<Answer> {
         self.write_request(method, path, body);
-        if self.stream.is_none() {
-            self.stream = Some(connect(&self.endpoint.authority).await?);
+        let lane = &mut self.lanes[self.current];
+        if lane.stream.is_none() {
+            lane.stream = Some(connect(&lane.endpoint.authority).await?);
         }
-        let stream = self.stream.as_mut().expect("connected");
+        let stream = lane.stream.as_mut().expect("connected");
         stream
             .write_all(&self.out)
             .await
@@ -191,7 +219,7 @@ impl Connection {
         let head = self.read_head().await?;
         let body = self.read_body(head.framing).await?;
         if head.close {
-            self.stream = None;
+            self.lanes[self.current].stream = None;
         }
         let status = StatusCode::from_u16(head.status)
             .map_err(|_| err(format!("bad status {}", head.status)))?;
@@ -206,7 +234,7 @@ impl Connection {
             " ",
             path,
             " HTTP/1.1\r\nhost: ",
-            &self.endpoint.authority,
+            &self.lanes[self.current].endpoint.authority,
         ] {
             out.extend_from_slice(part.as_bytes());
         }
@@ -235,7 +263,10 @@ impl Connection {
 
     /// Reads more of the answer; an early close is an error.
     async fn fill(&mut self) -> Result<usize> {
-        let stream = self.stream.as_mut().ok_or_else(|| err("not connected"))?;
+        let stream = self.lanes[self.current]
+            .stream
+            .as_mut()
+            .ok_or_else(|| err("not connected"))?;
         self.input.reserve(8192);
         match stream.read_buf(&mut self.input).await {
             Ok(0) => Err(err("connection closed by the broker")),
@@ -454,6 +485,38 @@ impl BrokerClient {
             (StatusCode::OK, b) => Ok(String::from_utf8_lossy(&b).into_owned()),
             (s, _) => Err(err(format!("{path}: {s}"))),
         }
+    }
+}
+
+/// A cell's brokers as its workers reach them: every broker's address and how requests are
+/// spread over them (`[broker] routing`).
+#[derive(Clone)]
+pub struct Fleet {
+    endpoints: Vec<Arc<Endpoint>>,
+    sticky: bool,
+    turns: Arc<AtomicUsize>,
+}
+
+impl Fleet {
+    /// The brokers of `clients` (at least one), in order; `sticky` keeps each worker to one
+    /// of them, else every request takes the next broker in turn.
+    pub fn new(clients: &[BrokerClient], sticky: bool) -> Fleet {
+        Fleet {
+            endpoints: clients.iter().map(|c| c.endpoint.clone()).collect(),
+            sticky,
+            turns: Arc::new(AtomicUsize::new(0)),
+        }
+    }
+
+    /// The connection of worker `worker` (its number among the workers of its kind): sticky,
+    /// to broker `worker mod brokers`; round robin, to every broker in the shared turn.
+    pub fn connection(&self, worker: u32) -> Connection {
+        let n = self.endpoints.len();
+        if self.sticky || n == 1 {
+            let one = self.endpoints[worker as usize % n].clone();
+            return Connection::over(vec![one], None);
+        }
+        Connection::over(self.endpoints.clone(), Some(self.turns.clone()))
     }
 }
 

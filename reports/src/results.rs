@@ -116,8 +116,55 @@ pub struct CellResults {
     pub name: String,
     pub registry: bool,
     pub fusion: bool,
+    /// The brokers this cell ran against, when the scenario sets a topology other than one
+    /// broker (`[broker] instances`, `routing`, `topologies`); absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topology: Option<TopologyMeta>,
     pub rounds: Vec<RoundResults>,
     pub summary: Summary,
+}
+
+/// How many brokers a cell ran on its one database and how the clients reached them.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct TopologyMeta {
+    /// `1`, `3rr`, `3sticky`: what the cell's name carries after `@` when a run has several.
+    pub label: String,
+    pub instances: u32,
+    /// `single` (one broker), `round_robin` or `sticky`.
+    pub routing: String,
+    /// The accelerator cell (`registry+fusion`, ..., `none`) without the topology.
+    pub accelerators: String,
+}
+
+/// One broker's share of a cell round's window, from its own `/metrics` and process (recorded
+/// when a cell runs several brokers; the round's figures are the totals over all of them).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct BrokerFigures {
+    pub url: String,
+    /// HTTP requests it served (`queen_requests_total`, every route).
+    #[serde(deserialize_with = "crate::stats::nullable")]
+    pub requests: f64,
+    /// Ack groups its registry answered, and those that took the SQL path.
+    #[serde(deserialize_with = "crate::stats::nullable")]
+    pub registry_hits: f64,
+    #[serde(deserialize_with = "crate::stats::nullable")]
+    pub registry_misses: f64,
+    #[serde(deserialize_with = "crate::stats::nullable")]
+    pub registry_hit_rate: f64,
+    /// Ack items by the path that answered them (`queen_acks_total{path}`).
+    #[serde(deserialize_with = "crate::stats::nullable")]
+    pub acks_registry: f64,
+    #[serde(deserialize_with = "crate::stats::nullable")]
+    pub acks_hash: f64,
+    #[serde(deserialize_with = "crate::stats::nullable")]
+    pub fusion_flushes: f64,
+    #[serde(deserialize_with = "crate::stats::nullable")]
+    pub fusion_rows_per_commit: f64,
+    /// CPU seconds of its process over the window, and per request it served.
+    #[serde(deserialize_with = "crate::stats::nullable")]
+    pub cpu_secs: f64,
+    #[serde(deserialize_with = "crate::stats::nullable")]
+    pub cpu_us_per_request: f64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
@@ -268,8 +315,12 @@ pub struct RoundResults {
     pub window_secs: f64,
     #[serde(flatten)]
     pub figures: Figures<f64>,
-    /// The broker's `/metrics` deltas over the window, by series name.
+    /// The broker's `/metrics` deltas over the window, by series name (with several brokers:
+    /// counters added over all of them, gauges the first one's).
     pub broker_metrics: BTreeMap<String, f64>,
+    /// Each broker's figures, when the cell ran several (empty with one).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub brokers: Vec<BrokerFigures>,
     pub audit: Audit,
     pub series: Vec<SecondSample>,
     /// Serialized HDR histograms (base64 V2, microseconds) by operation: push, pop, ack, e2e,
@@ -556,6 +607,7 @@ mod tests {
             window_secs: 10.0,
             figures: round(10.0, 1.0),
             broker_metrics: BTreeMap::new(),
+            brokers: Vec::new(),
             audit: Audit::default(),
             series: vec![],
             histograms: BTreeMap::new(),
@@ -591,6 +643,7 @@ mod tests {
             window_secs: 10.0,
             figures: round(10.0, 1.0),
             broker_metrics: BTreeMap::new(),
+            brokers: Vec::new(),
             audit: Audit::default(),
             series: vec![],
             histograms: BTreeMap::new(),

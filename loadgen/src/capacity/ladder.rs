@@ -118,6 +118,7 @@ impl Search<'_> {
             scenario,
             cell: c,
             name: self.name(c),
+            topology: self.scenario.broker.topologies()[0],
             round: step,
             rounds: 0,
             seed: match step {

@@ -127,7 +127,7 @@ fn figures(cr: &CellRound<'_>, w: &Window, ctx: &CellContext) -> Step {
             .unwrap_or(f64::NAN),
         write_commits_per_sec: pg.as_ref().map(|g| g.xmax / secs).unwrap_or(f64::NAN),
         loadgen_cpu_cores: (end.loadgen_cpu - start.loadgen_cpu) / secs,
-        broker_cpu_cores: (end.broker_cpu - start.broker_cpu) / secs,
+        broker_cpu_cores: (end.broker_cpu() - start.broker_cpu()) / secs,
         schedule_lag_p99_ms: p("schedule_lag", 0.99),
         producer_interval_ms: batch * producer_count / rate * 1000.0,
         errors: d.errors,

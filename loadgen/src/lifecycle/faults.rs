@@ -80,7 +80,7 @@ impl Injector<'_> {
 
     /// Why this cell cannot take the fault (a peer cell has no broker process).
     fn skip_reason(&self, kind: FaultKind) -> Option<&'static str> {
-        if kind.needs_broker_process() && self.target.process.is_none() {
+        if kind.needs_broker_process() && self.target.process().is_none() {
             return Some(if self.target.peer.is_some() {
                 "a peer cell has no broker process"
             } else {
@@ -113,8 +113,7 @@ impl Injector<'_> {
 
     fn broker(&self) -> Result<&BrokerProcess, String> {
         self.target
-            .process
-            .as_ref()
+            .process()
             .ok_or_else(|| "no broker process".to_string())
     }
 }

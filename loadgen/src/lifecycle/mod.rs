@@ -13,7 +13,7 @@ pub mod target;
 pub mod window;
 mod workers;
 
-use crate::scenario::{Cell, Scenario};
+use crate::scenario::{Cell, Scenario, Topology};
 
 /// Identifies one cell round (or one capacity step) in names and output.
 pub struct CellRound<'a> {
@@ -21,6 +21,8 @@ pub struct CellRound<'a> {
     pub cell: Cell,
     /// The cell's name in results (the cell's own name, or its A/A twin's).
     pub name: String,
+    /// How many brokers the cell starts and how clients spread requests over them.
+    pub topology: Topology,
     /// The round (or the capacity step), from 1.
     pub round: u32,
     /// How many rounds (or steps) there are.
@@ -79,6 +81,7 @@ mod tests {
             scenario: &scenario,
             cell: Cell::RegistryFusion,
             name: "registry+fusion (A/A)".into(),
+            topology: Topology::default(),
             round: 2,
             rounds: 3,
             seed: 1,

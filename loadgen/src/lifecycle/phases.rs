@@ -47,7 +47,7 @@ impl Workload {
         let queue = cr.queue();
         configure_queue(cr.scenario, client, &queue).await?;
         let groups = cr.scenario.consumers.group_names();
-        let ctx = Arc::new(CellContext::new(Some(client.clone()), groups.len()));
+        let ctx = Arc::new(CellContext::new(target.fleet(), groups.len()));
         prefill(cr, &queue, &ctx, progress).await?;
         let workers = spawn_workers(cr, &queue, &ctx);
         Ok(Workload {

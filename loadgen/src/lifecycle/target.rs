@@ -1,16 +1,17 @@
 //! What a cell runs against: the run's environment (`Env`: the PostgreSQL measured, the
 //! broker binary, and the profile of the broker driven, prepared once from the target options)
-//! and, per cell, a `Target` (a fresh database and a broker started with the cell's toggles, or
-//! the external broker and its own database), started and released here.
+//! and, per cell, a `Target` (a fresh database and the cell's brokers started on it with the
+//! cell's toggles, as many as its topology says, or the external broker and its own database),
+//! started and released here.
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use super::CellRound;
-use crate::client::BrokerClient;
+use crate::client::{BrokerClient, Fleet};
 use crate::options::TargetOptions;
 use crate::peer::{Driver, PeerKind, Setup};
-use crate::scenario::Cell;
+use crate::scenario::{Cell, Routing};
 use crate::target::broker::BrokerProcess;
 use crate::target::broker_binary;
 use crate::target::postgres::{connect, database_name, Postgres};
@@ -151,13 +152,21 @@ fn run_tag_now() -> String {
     format!("t{}", String::from_utf8(digits).expect("ascii"))
 }
 
-/// Where one cell's broker (or peer queue) and database are.
+/// Where one cell's brokers (or peer queue) and database are.
 pub struct Target {
-    /// The broker of a broker cell; `None` in a peer cell.
+    /// The first broker of a broker cell, for the control plane (configure, the DLQ listing);
+    /// `None` in a peer cell.
     pub client: Option<BrokerClient>,
+    /// Every broker of a broker cell, in order (the first is `client`); their `/metrics` are
+    /// read one by one. Empty in a peer cell.
+    pub brokers: Vec<BrokerClient>,
+    /// How the workers reach `brokers` (`[broker] routing`).
+    pub sticky: bool,
     /// The peer queue of a peer cell, installed in the cell's fresh database.
     pub peer: Option<PeerTarget>,
-    pub process: Option<BrokerProcess>,
+    /// The broker processes this run started, one per `brokers` entry (none for an external
+    /// broker or a peer cell).
+    pub processes: Vec<BrokerProcess>,
     /// The benchmark database's name and an admin connection to read its counters.
     pub database: Option<(String, tokio_postgres::Client)>,
     /// The database was made for this cell (and is dropped after it); false for an external
@@ -181,19 +190,27 @@ impl Target {
             .as_ref()
             .ok_or("an embedded broker needs a database")?;
         let database_url = pg.fresh_database(&db_name).await?;
-        let bin = env
-            .broker_bin
-            .as_ref()
-            .ok_or("no broker: neither --broker-url nor a broker binary")?;
-        let log = env.out_dir.join(format!("broker-{tag}.log"));
-        let p = BrokerProcess::start(bin, &database_url, &broker_env(cr), log).await?;
+        let processes = start_brokers(env, cr, tag, &database_url).await?;
+        let brokers: Vec<BrokerClient> = processes.iter().map(|p| env.client_of(&p.url)).collect();
         Ok(Target {
-            client: Some(env.client_of(&p.url)),
+            client: brokers.first().cloned(),
+            brokers,
+            sticky: cr.topology.routing == Routing::Sticky,
             peer: None,
-            process: Some(p),
+            processes,
             database: Some((db_name, connect(&database_url).await?)),
             owns_database: true,
         })
+    }
+
+    /// The first broker process, the one broker faults strike.
+    pub fn process(&self) -> Option<&BrokerProcess> {
+        self.processes.first()
+    }
+
+    /// How the cell's workers reach its brokers.
+    pub fn fleet(&self) -> Option<Fleet> {
+        (!self.brokers.is_empty()).then(|| Fleet::new(&self.brokers, self.sticky))
     }
 
     /// The external broker and, with `--database-url`, its own database: measured as it is,
@@ -203,10 +220,13 @@ impl Target {
             Some(db_url) => Some((database_name(db_url)?, connect(db_url).await?)),
             None => None,
         };
+        let client = env.client_of(url);
         Ok(Target {
-            client: Some(env.client_of(url)),
+            client: Some(client.clone()),
+            brokers: vec![client],
+            sticky: false,
             peer: None,
-            process: None,
+            processes: Vec::new(),
             database,
             owns_database: false,
         })
@@ -241,12 +261,14 @@ impl Target {
         }
         Ok(Target {
             client: None,
+            brokers: Vec::new(),
+            sticky: false,
             peer: Some(PeerTarget {
                 driver: Arc::new(driver),
                 url,
                 groups: peer_groups(cr),
             }),
-            process: None,
+            processes: Vec::new(),
             database: Some((db_name, client)),
             owns_database: true,
         })
@@ -255,7 +277,7 @@ impl Target {
     /// Stops the broker and drops the database (unless `--keep-databases`); returns what to
     /// tell the user, if anything.
     pub async fn release(self, env: &Env) -> Option<String> {
-        if let Some(p) = self.process {
+        for p in self.processes {
             p.stop().await;
         }
         let (pg, (name, _)) = (env.postgres.as_ref()?, self.database.as_ref()?);
@@ -299,6 +321,30 @@ fn peer_groups(cr: &CellRound<'_>) -> Vec<String> {
         .into_iter()
         .map(|g| g.unwrap_or_else(|| "queue".into()))
         .collect()
+}
+
+/// The cell's brokers on its database, one after the other (each applies the migrations at
+/// start under their advisory lock), each on its own port with its own log:
+/// `broker-{tag}.log`, and `broker-{tag}-b{i}.log` for the second and later ones.
+async fn start_brokers(
+    env: &Env,
+    cr: &CellRound<'_>,
+    tag: &str,
+    database_url: &str,
+) -> Result<Vec<BrokerProcess>, String> {
+    let bin = env
+        .broker_bin
+        .as_ref()
+        .ok_or("no broker: neither --broker-url nor a broker binary")?;
+    let mut processes = Vec::new();
+    for i in 0..cr.topology.instances.max(1) {
+        let log = match i {
+            0 => env.out_dir.join(format!("broker-{tag}.log")),
+            i => env.out_dir.join(format!("broker-{tag}-b{i}.log")),
+        };
+        processes.push(BrokerProcess::start(bin, database_url, &broker_env(cr), log).await?);
+    }
+    Ok(processes)
 }
 
 /// The broker's environment for this cell: the toggles, then the scenario's `[broker]`.

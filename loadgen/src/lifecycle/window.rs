@@ -1,4 +1,5 @@
-//! The measured window: snapshots of every counter at its two edges (`Edge`), and a sampler
+//! The measured window: snapshots of every counter at its two edges (`Edge`: PostgreSQL, each
+//! of the cell's brokers, the client, CPU), and a sampler
 //! that wakes once a second in between and hands each `Tick` to the caller (`run` turns ticks
 //! into the per-second series, `capacity` into its progress line).
 
@@ -17,44 +18,51 @@ use crate::workload::{CellContext, CounterValues, Phase};
 pub struct Edge {
     pub at: Instant,
     pub pg: Option<PgSnapshot>,
-    pub broker: Exposition,
+    /// Each broker's `/metrics`, in the target's order (empty in a peer cell).
+    pub brokers: Vec<Exposition>,
     pub counters: CounterValues,
     /// The ledger's outstanding (message, group) obligations.
     pub backlog: u64,
     /// Messages the ledger has seen pushed.
     pub pushed: u64,
     pub loadgen_cpu: f64,
-    pub broker_cpu: f64,
+    /// CPU seconds of each broker process this run started (none for an external broker).
+    pub broker_cpus: Vec<f64>,
 }
 
 impl Edge {
-    /// Snapshots PostgreSQL, the broker's `/metrics`, the client counters and CPU time.
+    /// Snapshots PostgreSQL, every broker's `/metrics`, the client counters and CPU time.
     pub async fn take(target: &Target, ctx: &CellContext) -> Edge {
         let pg = match &target.database {
             Some((name, client)) => PgSnapshot::take(client, name).await.ok(),
             None => None,
         };
-        let broker = match &target.client {
-            Some(client) => client
-                .metrics_text()
-                .await
-                .map(|t| broker_metrics::parse(&t))
-                .unwrap_or_default(),
-            None => Exposition::default(),
-        };
+        let mut brokers = Vec::with_capacity(target.brokers.len());
+        for client in &target.brokers {
+            let text = client.metrics_text().await;
+            brokers.push(text.map(|t| broker_metrics::parse(&t)).unwrap_or_default());
+        }
         Edge {
             at: Instant::now(),
             pg,
-            broker,
+            brokers,
             counters: ctx.counters.values(),
             backlog: ctx.ledger.backlog(),
             pushed: ctx.ledger.pushed_count(),
             loadgen_cpu: process_cpu_seconds(std::process::id()).unwrap_or(f64::NAN),
-            broker_cpu: target
-                .process
-                .as_ref()
-                .and_then(|p| p.cpu_seconds())
-                .unwrap_or(f64::NAN),
+            broker_cpus: target
+                .processes
+                .iter()
+                .map(|p| p.cpu_seconds().unwrap_or(f64::NAN))
+                .collect(),
+        }
+    }
+
+    /// CPU seconds of every broker process together (NaN without one).
+    pub fn broker_cpu(&self) -> f64 {
+        match self.broker_cpus.is_empty() {
+            true => f64::NAN,
+            false => self.broker_cpus.iter().sum(),
         }
     }
 }

@@ -1,4 +1,5 @@
-//! The broker's `/metrics` (Prometheus text), scraped at the window's edges.
+//! The broker's `/metrics` (Prometheus text), scraped at the window's edges; with several
+//! brokers in a cell, each broker's deltas and their total (`deltas`, `total`).
 //!
 //! Series are keyed by their full name with labels (`queen_acks_total{path="registry"}`). The
 //! `# TYPE` lines say which families are counters: counters (and the `_bucket`, `_sum` and
@@ -122,6 +123,34 @@ pub fn delta(start: &Exposition, end: &Exposition) -> Scrape {
         .collect()
 }
 
+/// Each broker's window figures (`delta`), pairing the edges' scrapes broker by broker.
+pub fn deltas(starts: &[Exposition], ends: &[Exposition]) -> Vec<Scrape> {
+    let empty = Exposition::default();
+    ends.iter()
+        .enumerate()
+        .map(|(i, end)| delta(starts.get(i).unwrap_or(&empty), end))
+        .collect()
+}
+
+/// The window's figures of several brokers as one: counters added over the brokers, gauges
+/// (settings, switches) the first broker's value. `ends` says which series are counters.
+pub fn total(ends: &[Exposition], deltas: &[Scrape]) -> Scrape {
+    let mut sum = Scrape::new();
+    for (i, (end, d)) in ends.iter().zip(deltas).enumerate() {
+        for (series, v) in d {
+            match (end.is_cumulative(series), sum.get_mut(series)) {
+                (true, Some(total)) => *total += v,
+                (_, None) => {
+                    sum.insert(series.clone(), *v);
+                }
+                (false, Some(_)) if i > 0 => {}
+                (false, Some(first)) => *first = *v,
+            }
+        }
+    }
+    sum
+}
+
 /// A series of a delta, 0 when absent.
 pub fn value(scrape: &Scrape, series: &str) -> f64 {
     scrape.get(series).copied().unwrap_or(0.0)
@@ -158,6 +187,12 @@ pub fn requests_served(d: &Scrape) -> Option<f64> {
         .peekable();
     series.peek()?;
     Some(series.map(|(_, v)| v).sum())
+}
+
+/// Ack items the broker answered through path `path` (`registry`, `fusion`, `hash`,
+/// `positional`: `queen_acks_total{path}`).
+pub fn acks_by_path(d: &Scrape, path: &str) -> f64 {
+    value(d, &format!("queen_acks_total{{path=\"{path}\"}}"))
 }
 
 /// The accelerator switches a broker reports (`queen_ack_registry_enabled`,
@@ -242,6 +277,34 @@ mod tests {
             "a counter new at the end counts from zero"
         );
         assert_eq!(fusion_rows_per_commit(&d), 1.0);
+    }
+
+    #[test]
+    fn several_brokers_add_their_counters_and_keep_the_first_gauges() {
+        let text = |hits: u32, shards: u32| {
+            format!(
+                "# TYPE queen_ack_registry_hits_total counter\nqueen_ack_registry_hits_total {hits}\n\
+                 # TYPE queen_ack_fusion_shards gauge\nqueen_ack_fusion_shards {shards}\n\
+                 queen_acks_total{{path=\"hash\"}} {hits}\n"
+            )
+        };
+        let starts = [parse(&text(10, 8)), parse(&text(100, 4))];
+        let ends = [parse(&text(15, 8)), parse(&text(130, 4))];
+        let each = deltas(&starts, &ends);
+        assert_eq!(each[0]["queen_ack_registry_hits_total"], 5.0);
+        assert_eq!(each[1]["queen_ack_registry_hits_total"], 30.0);
+        let sum = total(&ends, &each);
+        assert_eq!(sum["queen_ack_registry_hits_total"], 35.0, "counters add");
+        assert_eq!(
+            sum["queen_ack_fusion_shards"], 8.0,
+            "a gauge is the first broker's"
+        );
+        assert_eq!(acks_by_path(&sum, "hash"), 35.0);
+        let missing_start = deltas(&starts[..1], &ends);
+        assert_eq!(
+            missing_start[1]["queen_ack_registry_hits_total"], 130.0,
+            "a broker unread at the start counts from zero"
+        );
     }
 
     #[test]

@@ -1,10 +1,11 @@
-//! Derived figures of one cell round, from the window's deltas: what `results.json` carries.
+//! Derived figures of one cell round, from the window's deltas: what `results.json` carries
+//! (with several brokers, the round's figures from their totals, and each broker's own).
 //!
 //! Kept free of I/O so the arithmetic can be checked on known inputs.
 
 use std::collections::BTreeMap;
 
-use ackbench_reports::results::{Figures, Percentiles, Statement};
+use ackbench_reports::results::{BrokerFigures, Figures, Percentiles, Statement};
 use ackbench_reports::stats::percentiles_ms;
 use hdrhistogram::Histogram;
 
@@ -93,6 +94,34 @@ pub fn derive(d: &WindowDeltas<'_>) -> Figures<f64> {
         loadgen_cpu_us_per_op: ratio(d.loadgen_cpu_secs * 1e6, requests),
         broker_cpu_cores: ratio(d.broker_cpu_secs, d.window_secs),
         broker_cpu_us_per_request: ratio(d.broker_cpu_secs * 1e6, served),
+    }
+}
+
+/// One broker's share of a window: its `/metrics` deltas and its process's CPU seconds.
+pub struct BrokerWindow<'a> {
+    pub url: &'a str,
+    pub broker: &'a Scrape,
+    /// NaN when the process is not this run's.
+    pub cpu_secs: f64,
+}
+
+/// The figures of one broker of several, from its own counters.
+pub fn per_broker(b: &BrokerWindow<'_>) -> BrokerFigures {
+    let d = b.broker;
+    let requests = broker_metrics::requests_served(d).unwrap_or(f64::NAN);
+    BrokerFigures {
+        url: b.url.to_string(),
+        requests,
+        registry_hits: broker_metrics::value(d, "queen_ack_registry_hits_total"),
+        registry_misses: broker_metrics::value(d, "queen_ack_registry_misses_total"),
+        registry_hit_rate: broker_metrics::registry_hit_rate(d),
+        acks_registry: broker_metrics::acks_by_path(d, "registry")
+            + broker_metrics::acks_by_path(d, "fusion"),
+        acks_hash: broker_metrics::acks_by_path(d, "hash"),
+        fusion_flushes: broker_metrics::value(d, "queen_ack_fusion_flushes_total"),
+        fusion_rows_per_commit: broker_metrics::fusion_rows_per_commit(d),
+        cpu_secs: b.cpu_secs,
+        cpu_us_per_request: ratio(b.cpu_secs * 1e6, requests),
     }
 }
 
@@ -209,6 +238,27 @@ mod tests {
         assert!((f.latency_ms["ack"].p99 - 99.0).abs() < 0.1);
         assert!(f.latency_uncorrected_ms.contains_key("push"));
         assert!(!f.latency_ms.contains_key("push_uncorrected"));
+    }
+
+    #[test]
+    fn one_broker_of_several_has_its_own_hit_rate_and_cpu_per_request() {
+        let d = broker_metrics::parse(
+            "queen_ack_registry_hits_total 30\nqueen_ack_registry_misses_total 70\n\
+             queen_acks_total{path=\"fusion\"} 300\nqueen_acks_total{path=\"hash\"} 700\n\
+             queen_ack_fusion_flushes_total 10\nqueen_ack_fusion_rows_total 30\n\
+             queen_requests_total{route=\"ack_batch\",status=\"200\"} 400\n",
+        )
+        .series;
+        let f = per_broker(&BrokerWindow {
+            url: "http://127.0.0.1:1",
+            broker: &d,
+            cpu_secs: 0.2,
+        });
+        assert_eq!(f.registry_hit_rate, 0.3);
+        assert_eq!((f.acks_registry, f.acks_hash), (300.0, 700.0));
+        assert_eq!(f.fusion_rows_per_commit, 3.0);
+        assert_eq!(f.requests, 400.0);
+        assert_eq!(f.cpu_us_per_request, 500.0);
     }
 
     #[test]

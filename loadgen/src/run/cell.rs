@@ -1,10 +1,11 @@
 //! One cell in one round of `ackbench run`: drives the cell's lifecycle (a fresh target, the
 //! workload's warm-up, the measured window, the drain and the audit) and turns what the window
-//! saw into the round's results (figures, per-second series, histograms).
+//! saw into the round's results (figures, per-second series, histograms; with several brokers,
+//! the totals over them and each broker's own figures).
 
 use tokio::sync::watch;
 
-use ackbench_reports::results::{Audit, FaultEvent, RoundResults, SecondSample};
+use ackbench_reports::results::{Audit, BrokerFigures, FaultEvent, RoundResults, SecondSample};
 use ackbench_reports::stats::encode_histogram;
 
 use crate::lifecycle::faults::{with_recovery, Injector};
@@ -13,7 +14,7 @@ use crate::lifecycle::target::{Env, Target};
 use crate::lifecycle::window::{self, Edge, Tick, Window};
 use crate::lifecycle::CellRound;
 use crate::measure::broker_metrics::{self, Scrape};
-use crate::measure::figures::{derive, WindowDeltas};
+use crate::measure::figures::{derive, per_broker, BrokerWindow, WindowDeltas};
 use crate::measure::pg_counters::PgSnapshot;
 use crate::progress::Progress;
 use crate::workload::{CellContext, CounterValues};
@@ -70,7 +71,7 @@ async fn measure(
         progress.say(&line);
     }
     let (measured, seen) = match window {
-        Some((w, seen)) => (Measured::of(&w), seen),
+        Some((w, seen)) => (Measured::of(&w, &broker_urls(target)), seen),
         None => (Measured::default(), Seen::default()),
     };
     Ok(measured.results(cr, &workload.ctx, seen, audit, !interrupted))
@@ -82,6 +83,15 @@ fn errors_line(label: &str, ctx: &CellContext) -> Option<String> {
     let errors = ctx.counters.values().errors;
     let last = ctx.last_error.lock().expect("error lock").clone()?;
     Some(format!("{label} {errors:.0} errors; the last: {last}"))
+}
+
+/// The addresses of the cell's brokers, in the target's order.
+fn broker_urls(target: &Target) -> Vec<String> {
+    target
+        .brokers
+        .iter()
+        .map(|b| b.base().to_string())
+        .collect()
 }
 
 /// What the window saw besides its edges: the per-second series and the faults injected.
@@ -158,21 +168,42 @@ fn second_sample(start: &Edge, last: &Tick, now: &Tick, ctx: &CellContext) -> Se
 struct Measured {
     secs: f64,
     pg: Option<PgSnapshot>,
+    /// The brokers' `/metrics` deltas added up (`broker_metrics::total`).
     broker: Scrape,
+    /// Each broker's own figures, when the cell ran several.
+    brokers: Vec<BrokerFigures>,
     counters: CounterValues,
     loadgen_cpu: f64,
     broker_cpu: f64,
 }
 
 impl Measured {
-    fn of(w: &Window) -> Measured {
+    fn of(w: &Window, urls: &[String]) -> Measured {
+        let deltas = broker_metrics::deltas(&w.start.brokers, &w.end.brokers);
+        let cpu = |i: usize| {
+            let at = |e: &Edge| e.broker_cpus.get(i).copied().unwrap_or(f64::NAN);
+            at(&w.end) - at(&w.start)
+        };
+        let brokers = match deltas.len() {
+            0 | 1 => Vec::new(),
+            _ => (deltas.iter().zip(urls).enumerate())
+                .map(|(i, (broker, url))| {
+                    per_broker(&BrokerWindow {
+                        url,
+                        broker,
+                        cpu_secs: cpu(i),
+                    })
+                })
+                .collect(),
+        };
         Measured {
             secs: w.secs(),
             pg: w.pg_delta(),
-            broker: broker_metrics::delta(&w.start.broker, &w.end.broker),
+            broker: broker_metrics::total(&w.end.brokers, &deltas),
+            brokers,
             counters: w.end.counters.since(&w.start.counters),
             loadgen_cpu: w.end.loadgen_cpu - w.start.loadgen_cpu,
-            broker_cpu: w.end.broker_cpu - w.start.broker_cpu,
+            broker_cpu: w.end.broker_cpu() - w.start.broker_cpu(),
         }
     }
 
@@ -201,6 +232,7 @@ impl Measured {
             window_secs: self.secs,
             figures,
             broker_metrics: self.broker.clone(),
+            brokers: self.brokers.clone(),
             audit,
             series: seen.series,
             faults: seen.faults,

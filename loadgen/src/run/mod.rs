@@ -9,33 +9,80 @@ use std::time::SystemTime;
 use tokio::sync::watch;
 
 use ackbench_reports::results::{
-    summarize, Audit, CellResults, Figures, Results, RoundResults, RunMeta, Summary, SCHEMA_VERSION,
+    summarize, Audit, CellResults, Figures, Results, RoundResults, RunMeta, Summary, TopologyMeta,
+    SCHEMA_VERSION,
 };
 use ackbench_reports::stats::{decode_histogram, encode_histogram};
 
 use crate::lifecycle::target::Env;
 use crate::lifecycle::CellRound;
 use crate::progress::Progress;
-use crate::scenario::{Cell, Scenario};
+use crate::scenario::{Cell, Scenario, Topology};
+
+/// One cell as a run plans it: the accelerator setting (or peer), the name it carries in
+/// results, and the broker topology it runs against.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlannedCell {
+    pub cell: Cell,
+    pub name: String,
+    pub topology: Topology,
+}
+
+impl PlannedCell {
+    fn new(cell: Cell, name: String, topology: Topology) -> PlannedCell {
+        PlannedCell {
+            cell,
+            name,
+            topology,
+        }
+    }
+}
 
 /// The cells of a run with their names: the scenario's cells, or in A/A mode one cell twice
 /// (the twin named `<cell> (A/A)`), so the ratio between twins shows a gate's own noise.
 /// Against an external broker (`target`: its cell name) there is one cell, named after it: its
 /// accelerators cannot be switched, so the accelerator cells would run the same broker alike.
-pub fn cell_list(
-    scenario: &Scenario,
-    aa: Option<Cell>,
-    target: Option<&str>,
-) -> Vec<(Cell, String)> {
+///
+/// With several `[broker] topologies`, every broker cell runs once per topology, named
+/// `<cell>@<topology>` (`registry+fusion@1`, `registry+fusion@3rr`, ...), cell by cell so a
+/// cell's topologies sit side by side; peer cells have no broker and run once. A/A mode and an
+/// external broker take the first topology (an external broker: one broker, as given).
+pub fn cell_list(scenario: &Scenario, aa: Option<Cell>, target: Option<&str>) -> Vec<PlannedCell> {
+    let topologies = scenario.broker.topologies();
+    let first = topologies[0];
+    let external = Topology::default();
     match (target, aa) {
-        (Some(name), None) => vec![(Cell::None, name.to_string())],
-        (Some(name), Some(_)) => vec![(Cell::None, name.to_string()), (Cell::None, aa_twin(name))],
-        (None, Some(c)) => vec![(c, c.name().to_string()), (c, aa_twin(c.name()))],
+        (Some(name), None) => vec![PlannedCell::new(Cell::None, name.to_string(), external)],
+        (Some(name), Some(_)) => vec![
+            PlannedCell::new(Cell::None, name.to_string(), external),
+            PlannedCell::new(Cell::None, aa_twin(name), external),
+        ],
+        (None, Some(c)) => vec![
+            PlannedCell::new(c, c.name().to_string(), first),
+            PlannedCell::new(c, aa_twin(c.name()), first),
+        ],
         (None, None) => scenario
             .run
             .cells
             .iter()
-            .map(|c| (*c, c.name().to_string()))
+            .flat_map(|c| per_topology(*c, &topologies))
+            .collect(),
+    }
+}
+
+/// A cell once per topology (named after it when there are several); a peer cell once.
+fn per_topology(cell: Cell, topologies: &[Topology]) -> Vec<PlannedCell> {
+    match (cell.peer(), topologies) {
+        (Some(_), _) | (None, [_]) => {
+            vec![PlannedCell::new(
+                cell,
+                cell.name().to_string(),
+                topologies[0],
+            )]
+        }
+        (None, several) => several
+            .iter()
+            .map(|t| PlannedCell::new(cell, format!("{}@{}", cell.name(), t.label()), *t))
             .collect(),
     }
 }
@@ -49,7 +96,7 @@ pub fn aa_twin(cell: &str) -> String {
 /// incomplete) when `cancel` flips.
 pub async fn run(
     scenario: &Scenario,
-    cells: &[(Cell, String)],
+    cells: &[PlannedCell],
     env: &Env,
     seed: u64,
     cancel: watch::Receiver<bool>,
@@ -60,15 +107,16 @@ pub async fn run(
     let mut progress = Progress::default();
     let mut complete = true;
     'rounds: for round in 1..=rounds {
-        for (i, (cell, name)) in cells.iter().enumerate() {
+        for (i, planned) in cells.iter().enumerate() {
             if *cancel.borrow() {
                 complete = false;
                 break 'rounds;
             }
             let cr = CellRound {
                 scenario,
-                cell: *cell,
-                name: name.clone(),
+                cell: planned.cell,
+                name: planned.name.clone(),
+                topology: planned.topology,
                 round,
                 rounds,
                 seed: seed.wrapping_add(round as u64 * 7919),
@@ -80,16 +128,20 @@ pub async fn run(
             per_cell[i].push(r);
         }
     }
-    let cell_order: Vec<String> = cells.iter().map(|c| c.1.clone()).collect();
+    let cell_order: Vec<String> = cells.iter().map(|c| c.name.clone()).collect();
+    let own_topologies =
+        !env.external_broker() && scenario.broker.topologies() != [Topology::default()];
     let wire_variants = sum_wire_variants(per_cell.iter().flatten());
     let cells: Vec<CellResults> = cells
         .iter()
         .zip(per_cell)
         .filter(|(_, rounds)| !rounds.is_empty())
-        .map(|((cell, name), rounds)| CellResults {
-            name: name.clone(),
-            registry: cell.registry(),
-            fusion: cell.fusion(),
+        .map(|(planned, rounds)| CellResults {
+            name: planned.name.clone(),
+            registry: planned.cell.registry(),
+            fusion: planned.cell.fusion(),
+            topology: (own_topologies && planned.cell.peer().is_none())
+                .then(|| topology_meta(planned)),
             summary: summary(&rounds),
             rounds,
         })
@@ -108,6 +160,17 @@ pub async fn run(
         cells,
         gates: Vec::new(),
     })
+}
+
+/// A cell's topology as results record it.
+fn topology_meta(planned: &PlannedCell) -> TopologyMeta {
+    let t = &planned.topology;
+    TopologyMeta {
+        label: t.label(),
+        instances: t.instances,
+        routing: t.routing_name().to_string(),
+        accelerators: planned.cell.name().to_string(),
+    }
 }
 
 /// The wire variants of every round, added up.

@@ -29,7 +29,7 @@ pub use figure::{
 pub use gate::{Gate, GateCheck};
 pub use schema::{
     AckMode, Broker, Cell, Consumers, LoopMode, Outcomes, Partitioning, PopRoute, Prefill,
-    Producers, Queue, QueueOptions, Run,
+    Producers, Queue, QueueOptions, Routing, Run, Topology,
 };
 
 /// A validated scenario. Outcome shares are fractions summing to 1; gates are typed.

@@ -484,16 +484,116 @@ impl Default for Run {
     }
 }
 
+/// How the clients spread their requests over a cell's brokers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Routing {
+    /// Every request goes to the next broker in turn, whoever sends it (a plain load
+    /// balancer): a pop and the ack of its batch usually land on different brokers.
+    #[default]
+    RoundRobin,
+    /// Each worker keeps to one broker (session affinity): worker `i` talks to broker
+    /// `i mod instances`.
+    Sticky,
+}
+
+/// How many brokers a cell starts on its one database, and how clients reach them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Topology {
+    /// Brokers per cell, each on its own port (default 1).
+    #[serde(default = "one")]
+    pub instances: u32,
+    /// `round_robin` or `sticky` (default `round_robin`; meaningless with one broker).
+    #[serde(default)]
+    pub routing: Routing,
+}
+
+fn one() -> u32 {
+    1
+}
+
+impl Default for Topology {
+    fn default() -> Self {
+        Self {
+            instances: 1,
+            routing: Routing::RoundRobin,
+        }
+    }
+}
+
+impl Topology {
+    /// The short name a cell carries after `@` when a scenario runs several topologies:
+    /// `1` (one broker), `3rr` (three, round robin), `3sticky`.
+    pub fn label(&self) -> String {
+        match (self.instances, self.routing) {
+            (1, _) => "1".into(),
+            (n, Routing::RoundRobin) => format!("{n}rr"),
+            (n, Routing::Sticky) => format!("{n}sticky"),
+        }
+    }
+
+    /// The routing in words, as results and reports name it (`round_robin`, `sticky`, or
+    /// `single` for one broker).
+    pub fn routing_name(&self) -> &'static str {
+        match (self.instances, self.routing) {
+            (1, _) => "single",
+            (_, Routing::RoundRobin) => "round_robin",
+            (_, Routing::Sticky) => "sticky",
+        }
+    }
+}
+
 /// `[broker]`: how the broker under test is started (ignored with `--broker-url`).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Broker {
     /// `DB_POOL_SIZE`; absent = the broker's default.
     pub pool_size: Option<u32>,
+    /// Brokers per cell on the cell's one database (default 1).
+    pub instances: u32,
+    /// How clients spread requests over them: `round_robin` or `sticky` (default
+    /// `round_robin`).
+    pub routing: Routing,
+    /// Several topologies in one run: every cell runs once per topology, named
+    /// `<cell>@<label>` (`registry+fusion@3rr`). Refused beside `instances` or `routing`.
+    /// Default: none (the one topology of `instances` and `routing`).
+    pub topologies: Vec<Topology>,
     /// `[broker.env]`: extra environment, e.g. `QUEEN_ACK_FUSION_SHARDS = 8`. Strings, integers,
     /// floats and booleans are accepted and passed as text.
     #[serde(deserialize_with = "env_map")]
     pub env: BTreeMap<String, String>,
+}
+
+impl Default for Broker {
+    fn default() -> Self {
+        Self {
+            pool_size: None,
+            instances: 1,
+            routing: Routing::RoundRobin,
+            topologies: Vec::new(),
+            env: BTreeMap::new(),
+        }
+    }
+}
+
+impl Broker {
+    /// The topologies every cell runs in, in order: `topologies`, or the one of `instances`
+    /// and `routing`.
+    pub fn topologies(&self) -> Vec<Topology> {
+        match self.topologies.is_empty() {
+            true => vec![Topology {
+                instances: self.instances,
+                routing: self.routing,
+            }],
+            false => self.topologies.clone(),
+        }
+    }
+
+    /// Whether cells carry their topology in their names (several topologies run).
+    pub fn names_topologies(&self) -> bool {
+        self.topologies().len() > 1
+    }
 }
 
 /// Reads `[broker.env]`, turning scalar values into their text.

@@ -22,6 +22,8 @@ const MAX_BATCH: u32 = 10_000;
 const MAX_PAYLOAD: u32 = 1 << 20;
 /// Longest lease: 7 days.
 const MAX_LEASE: u32 = 7 * 24 * 3600;
+/// Most brokers one cell starts.
+const MAX_INSTANCES: u32 = 16;
 /// Longest warm-up, window or drain: one day.
 const MAX_SECS: f64 = 86_400.0;
 /// Environment the harness sets itself, with what to use instead.
@@ -60,6 +62,7 @@ pub(crate) fn validate(
     check_peers_can_run(&file, loc)?;
     check_stall_fits(&file, loc)?;
     check_broker(&file.broker, loc)?;
+    check_gates_fit_topologies(&file, loc)?;
     let gates = file
         .gates
         .iter()
@@ -508,7 +511,69 @@ fn check_broker(b: &Broker, loc: &Locator) -> Check {
     if let Some(size) = b.pool_size {
         between(loc, "broker.pool_size", size, 1, 10_000)?;
     }
+    between(loc, "broker.instances", b.instances, 1, MAX_INSTANCES)?;
+    check_topologies(b, loc)?;
     check_env(&b.env, loc)
+}
+
+/// `broker.topologies`: non-empty, each within range, no topology twice, and not beside
+/// `broker.instances` or `broker.routing` (which say the one topology of a plain run).
+fn check_topologies(b: &Broker, loc: &Locator) -> Check {
+    if !loc.has("broker.topologies") {
+        return Ok(());
+    }
+    let key = "broker.topologies";
+    if let Some(beside) = ["broker.instances", "broker.routing"]
+        .into_iter()
+        .find(|k| loc.has(k))
+    {
+        return Err(loc.invalid(
+            key,
+            format!(
+                "{key} lists every topology itself: leave out {beside} \
+                 (write it into each entry, e.g. {{ instances = 3, routing = \"sticky\" }})"
+            ),
+        ));
+    }
+    if b.topologies.is_empty() {
+        return Err(loc.invalid(key, format!("{key} must list at least one topology")));
+    }
+    for (i, t) in b.topologies.iter().enumerate() {
+        let entry = format!("{key}[{i}]");
+        between(
+            loc,
+            &format!("{entry}.instances"),
+            t.instances,
+            1,
+            MAX_INSTANCES,
+        )?;
+        if b.topologies[..i].iter().any(|o| o.label() == t.label()) {
+            return Err(loc.invalid(
+                &entry,
+                format!(
+                    "{entry}: topology `{}` is listed twice (with one broker, routing makes no \
+                     difference)",
+                    t.label()
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Gates name cells by their accelerator names; once several topologies multiply the cells
+/// (`registry+fusion@3rr`), a gate could not say which one it means.
+fn check_gates_fit_topologies(file: &ScenarioFile, loc: &Locator) -> Check {
+    if file.gates.is_empty() || !file.broker.names_topologies() {
+        return Ok(());
+    }
+    Err(loc.invalid(
+        "gates",
+        "gates name cells, and with several broker.topologies every cell runs once per \
+         topology (`registry+fusion@3rr`), so a gate cannot say which it means: give the \
+         gates a scenario of one topology (broker.instances and broker.routing)"
+            .into(),
+    ))
 }
 
 fn check_env(env: &BTreeMap<String, String>, loc: &Locator) -> Check {

@@ -65,7 +65,7 @@ struct Worker {
 
 pub async fn run(plan: ConsumerPlan, ctx: Arc<CellContext>) {
     let mut w = Worker {
-        conn: ctx.broker().connection(),
+        conn: ctx.connection(plan.id),
         routes: PopRoutes::new(&plan),
         body: BodyBuf::default(),
         rng: fastrand::Rng::with_seed(plan.seed),

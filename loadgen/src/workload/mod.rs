@@ -1,5 +1,5 @@
 //! The workload of one cell: producers and consumers driving the broker, sharing one
-//! `CellContext` (client, ledger, latency recorder, counters, phase), and the runtime they run
+//! `CellContext` (the brokers, ledger, latency recorder, counters, phase), and the runtime they run
 //! on.
 
 pub mod answers;
@@ -10,7 +10,7 @@ pub mod producer;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 
-use crate::client::BrokerClient;
+use crate::client::{Connection, Fleet};
 use crate::measure::latency::Recorder;
 use ledger::Ledger;
 
@@ -94,9 +94,9 @@ impl CounterValues {
 }
 
 pub struct CellContext {
-    /// The broker the HTTP workers talk to; `None` in a peer cell (its workers hold their own
-    /// PostgreSQL connections).
-    pub client: Option<BrokerClient>,
+    /// The brokers the HTTP workers talk to and how they spread their requests; `None` in a
+    /// peer cell (its workers hold their own PostgreSQL connections).
+    pub fleet: Option<Fleet>,
     pub ledger: Ledger,
     pub latency: Recorder,
     pub counters: Counters,
@@ -113,9 +113,9 @@ pub struct CellContext {
 }
 
 impl CellContext {
-    pub fn new(client: Option<BrokerClient>, groups: usize) -> CellContext {
+    pub fn new(fleet: Option<Fleet>, groups: usize) -> CellContext {
         CellContext {
-            client,
+            fleet,
             ledger: Ledger::new(groups),
             latency: Recorder::default(),
             counters: Counters::default(),
@@ -164,11 +164,13 @@ impl CellContext {
         }
     }
 
-    /// The broker of a broker cell (HTTP workers run only there).
-    pub fn broker(&self) -> &BrokerClient {
-        self.client
+    /// The connection of HTTP worker `worker` (numbered among its kind) to the cell's brokers
+    /// (HTTP workers run only in broker cells).
+    pub fn connection(&self, worker: u32) -> Connection {
+        self.fleet
             .as_ref()
             .expect("HTTP workers run only in broker cells")
+            .connection(worker)
     }
 
     pub fn error(&self, what: String) {

@@ -85,7 +85,7 @@ pub struct Pusher {
 impl Pusher {
     pub fn new(plan: &ProducerPlan, ctx: &CellContext) -> Pusher {
         Pusher {
-            conn: ctx.broker().connection(),
+            conn: ctx.connection(plan.id),
             writer: PushWriter::new(plan),
         }
     }

@@ -20,6 +20,7 @@ fn round(n: u32, ack_commits_per_ack: f64, pg_ms: f64) -> RoundResults {
             ..Default::default()
         },
         broker_metrics: BTreeMap::new(),
+        brokers: Vec::new(),
         audit: Audit {
             pushed: 10,
             acked: 10,
@@ -50,6 +51,7 @@ fn cell(name: &str, rounds: Vec<RoundResults>) -> CellResults {
         name: name.into(),
         registry: name.contains("registry"),
         fusion: name.contains("fusion"),
+        topology: None,
         rounds,
         summary,
     }

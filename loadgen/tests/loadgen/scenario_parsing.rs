@@ -7,7 +7,7 @@ use ackbench::scenario::{
 };
 use std::path::PathBuf;
 
-const SHIPPED: [&str; 10] = [
+const SHIPPED: [&str; 11] = [
     "deep-partitions",
     "tiny-batches",
     "mixed-nacks",
@@ -18,6 +18,7 @@ const SHIPPED: [&str; 10] = [
     "vs-peers",
     "vs-peers-pop1",
     "faults",
+    "multi-broker",
 ];
 
 fn scenario_path(name: &str) -> PathBuf {
@@ -693,6 +694,7 @@ fn numbers_the_keys_give(s: &Scenario) -> Vec<f64> {
     for share in [o.completed, o.failed, o.retry, o.dlq, c.lease_less, c.stall] {
         v.push((share * 100.0).round());
     }
+    v.extend(s.broker.topologies().iter().map(|t| t.instances as f64));
     v
 }
 

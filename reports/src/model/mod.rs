@@ -13,6 +13,7 @@ mod latency;
 mod peers;
 mod series;
 mod tables;
+mod topology;
 mod verdict;
 
 pub use crate::figures::{Better, FigureDef, Format, Needs};
@@ -25,6 +26,10 @@ pub use peers::{peer_tables, PeerRow, PeerTable, PEERS, PEER_FIGURES, PEER_NOTE}
 pub use tables::{
     figure_def, ratio_to, summary_figure, AuditRow, FigureCell, GateRow, GlanceRow, SummaryRow,
     Tone, KEY_FIGURES, SUMMARY_FIGURES, SUMMARY_SPLIT,
+};
+pub use topology::{
+    broker_shares, topology_table, BrokerShare, TopologyRow, TopologyTable, TOPOLOGY_FIGURES,
+    TOPOLOGY_NOTE,
 };
 pub use verdict::{Header, Status, Verdict};
 
@@ -57,6 +62,8 @@ pub struct RunModel {
     pub peers: Vec<PeerTable>,
     /// Fault steps injected, with their recovery times (none without `[[faults]]`).
     pub faults: Vec<FaultRow>,
+    /// "By broker topology": the cells that ran several brokers or several topologies.
+    pub topology: Option<TopologyTable>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -251,5 +258,6 @@ fn run_model(r: &Results, tag: &str, label: &str) -> RunModel {
         gates: tables::gate_rows(r),
         peers: peers::peer_tables(r),
         faults: faults::fault_rows(r),
+        topology: topology::topology_table(r),
     }
 }

@@ -1,14 +1,15 @@
 //! The sections of a run's report, laid out from its `RunModel`: the interruption banner, the
-//! verdict, the run's facts, the "at a glance" and summary tables, the peers, the audit and
-//! the gates.
+//! verdict, the run's facts, the "at a glance" and summary tables, the broker topologies, the
+//! peers, the audit and the gates.
 
 use maud::{html, Markup};
 
 use super::chrome::{facts, notes_and_scenario, swatch, th_with_unit, warnings};
 use super::compare;
 use crate::model::{
-    format_count, format_number, AuditRow, FigureCell, PeerTable, ReportModel, RunModel, Status,
-    SummaryRow, Tone, BASELINE, PEER_NOTE, SUMMARY_FIGURES, SUMMARY_SPLIT,
+    format_count, format_number, format_value, AuditRow, FigureCell, Format, PeerTable,
+    ReportModel, RunModel, Status, SummaryRow, Tone, BASELINE, PEER_NOTE, SUMMARY_FIGURES,
+    SUMMARY_SPLIT, TOPOLOGY_NOTE,
 };
 
 /// The line under the title: when and where, or which two runs are compared.
@@ -40,6 +41,7 @@ pub(super) fn body(m: &ReportModel, charts: &[Markup]) -> Markup {
             None => {
                 (glance(&m.runs[0]))
                 (summary(&m.runs[0], "summary", "Summary"))
+                (topology(&m.runs[0]))
                 (peers(&m.runs[0]))
             }
             Some(c) => { (compare::table(m, c)) }
@@ -167,6 +169,42 @@ fn figure_td(f: &FigureCell) -> Markup {
     html! {
         td data-key=(f.key) data-median=[f.value.map(|v| v.median.to_string())]
             data-ratio=[f.ratio.map(|r| r.median.to_string())] { (value(f, true)) }
+    }
+}
+
+/// "By broker topology": the registry's hit rate and the ack path's cost per topology.
+fn topology(run: &RunModel) -> Markup {
+    html! {
+        @if let Some(t) = &run.topology {
+            section id="topology" {
+                h2 { "By broker topology" }
+                p class="help" { (TOPOLOGY_NOTE) }
+                div class="scroll" { table {
+                    thead { tr {
+                        th class="l" { "cell" }
+                        th class="l" { "brokers" }
+                        th class="l" { "routing" }
+                        @for d in &t.figures {
+                            th { (th_with_unit(d.label, &format!("{}, × vs first topology", d.column))) }
+                        }
+                        th class="l" { "requests per broker" }
+                        th class="l" { "registry hit rate per broker" }
+                    } }
+                    tbody { @for r in &t.rows {
+                        tr data-cell=(r.cell) data-topology=(r.topology) {
+                            th scope="row" { (swatch(&r.cell)) (r.cell) }
+                            td class="l" { (r.instances) }
+                            td class="l" { (r.routing) }
+                            @for f in &r.figures { (figure_td(f)) }
+                            td class="l wrap" { (r.brokers_text) }
+                            td class="l wrap" {
+                                (r.brokers.iter().map(|b| format_value(b.registry_hit_rate, Format::Percent)).collect::<Vec<_>>().join(" · "))
+                            }
+                        }
+                    } }
+                } }
+            }
+        }
     }
 }
 

@@ -352,6 +352,7 @@ fn round(
         window_secs: window,
         figures,
         broker_metrics,
+        brokers: Vec::new(),
         audit: Audit {
             pushed: drained_total,
             acked: drained_total - dead_lettered,
@@ -401,6 +402,7 @@ fn cell(
         name: shape.name.into(),
         registry: shape.registry,
         fusion: shape.fusion,
+        topology: None,
         summary: Summary {
             rounds: rounds.len() as u32,
             figures: summarize(&refs),
