@@ -19,7 +19,7 @@ use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use ackbench_wire::DlqPage;
+use ackbench_wire::{DlqPage, PartitionDetail};
 
 /// A failed request: transport errors and unexpected statuses alike.
 #[derive(Debug, Clone)]
@@ -443,6 +443,21 @@ impl BrokerClient {
         );
         match self.control("GET", &path, &[]).await? {
             (StatusCode::OK, b) => parse("dlq", &b),
+            (s, b) => Err(unexpected(&path, s, &b)),
+        }
+    }
+
+    /// The partitions of `queue` with their cursors (`GET /api/v1/resources/queues/:queue`);
+    /// none when the broker does not know the queue yet.
+    pub async fn queue_partitions(&self, queue: &str) -> Result<Vec<PartitionDetail>> {
+        #[derive(serde::Deserialize)]
+        struct Detail {
+            partitions: Vec<PartitionDetail>,
+        }
+        let path = format!("/api/v1/resources/queues/{}", encode(queue));
+        match self.control("GET", &path, &[]).await? {
+            (StatusCode::OK, b) => parse::<Detail>(&path, &b).map(|d| d.partitions),
+            (StatusCode::NOT_FOUND, _) => Ok(Vec::new()),
             (s, b) => Err(unexpected(&path, s, &b)),
         }
     }
