@@ -163,7 +163,9 @@ fn shard_exit_code(results: &Results) -> u8 {
     match results.cells.iter().all(|c| c.summary.audit.drained) {
         true => 0,
         false => {
-            eprintln!("ackbench: FAILED: the queue was not drained by the end of this shard's drain");
+            eprintln!(
+                "ackbench: FAILED: the queue was not drained by the end of this shard's drain"
+            );
             1
         }
     }
@@ -281,6 +283,38 @@ fn describe_capacity_flags(opts: &CapacityOptions) -> Vec<String> {
     }
     v.push(format!("--slo-p99-ms {}", opts.slo_p99_ms));
     v
+}
+
+/// `ackbench merge DIR... [--out DIR]`: merges the results of every shard of a sharded run
+/// into one results.json and report.html (default: `merged-<run id>` beside the first DIR),
+/// judges the scenario's gates on it and exits as `run` does. Shards that are not one run are
+/// refused (exit 2) and nothing is written.
+pub fn merge(dirs: &[PathBuf], out: Option<&Path>) -> u8 {
+    let merged = shard::merge::merge_dirs(dirs).and_then(|r| {
+        let scenario = Scenario::parse(&r.meta.scenario.text, &r.meta.scenario.path)
+            .map_err(|e| format!("the scenario recorded in the shards no longer parses: {e}"))?;
+        Ok((r, scenario))
+    });
+    let (mut results, scenario) = match merged {
+        Ok(x) => x,
+        Err(e) => return fail(&e),
+    };
+    let run_id = results.meta.shards.as_ref().map(|s| s.run_id.clone());
+    let out_dir = out.map(Path::to_path_buf).unwrap_or_else(|| {
+        let beside = dirs[0].parent().unwrap_or(Path::new("."));
+        beside.join(format!("merged-{}", run_id.unwrap_or_default()))
+    });
+    let eval = gates::evaluate(&results, &scenario.gates, None);
+    results.gates = eval.verdicts.clone();
+    let written = std::fs::create_dir_all(&out_dir)
+        .map_err(|e| format!("--out {}: {e}", out_dir.display()))
+        .and_then(|_| write_outputs(&results, &out_dir));
+    if let Err(e) = written {
+        return fail(&e);
+    }
+    print_summary(&results);
+    println!("\n{}", gates::table(&eval));
+    run_exit_code(&results, &eval)
 }
 
 /// `ackbench gate`: judges a results file; exit 0 held, 1 failed, 2 broken.

@@ -12,18 +12,15 @@ use ackbench_wire::{PartitionDetail, QUEUE_MODE_GROUP};
 /// queue mode): each partition that holds messages has, for each group, a cursor at its last
 /// offset with no live lease.
 pub fn queue_drained(partitions: &[PartitionDetail], groups: &[Option<String>]) -> bool {
-    partitions
-        .iter()
-        .filter(|p| p.last_offset >= 0)
-        .all(|p| {
-            groups.iter().all(|g| {
-                p.consumers.iter().any(|c| {
-                    same_group(c.consumer_group.as_deref(), g.as_deref())
-                        && c.committed >= p.last_offset
-                        && !c.leased
-                })
+    partitions.iter().filter(|p| p.last_offset >= 0).all(|p| {
+        groups.iter().all(|g| {
+            p.consumers.iter().any(|c| {
+                same_group(c.consumer_group.as_deref(), g.as_deref())
+                    && c.committed >= p.last_offset
+                    && !c.leased
             })
         })
+    })
 }
 
 fn same_group(listed: Option<&str>, ours: Option<&str>) -> bool {
