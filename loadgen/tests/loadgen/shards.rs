@@ -220,3 +220,22 @@ fn bad_shards_are_refused_before_anything_runs() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The scenario the Kubernetes ConfigMap ships (`deploy/kubernetes/`) is one `ackbench` runs.
+#[test]
+fn the_kubernetes_configmaps_scenario_parses() {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../deploy/kubernetes/scenario-configmap.yaml"
+    );
+    let yaml = std::fs::read_to_string(path).unwrap();
+    let (_, block) = yaml.split_once("scenario.toml: |\n").unwrap();
+    let toml: String = block
+        .lines()
+        .map(|l| l.strip_prefix("    ").unwrap_or(l))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let s = ackbench::scenario::Scenario::parse(&toml, "scenario-configmap.yaml")
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(s.name, "sharded");
+}
