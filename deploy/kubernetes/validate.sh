@@ -13,9 +13,11 @@ venv="$root/target/k8s-validate"
 validator="$venv/bin/kubernetes-validate"
 
 if [ ! -x "$validator" ]; then
-    if ! python3 -m venv --help >/dev/null 2>&1 || ! python3 -c 'import ensurepip' 2>/dev/null; then
-        echo "k8s: installing python3-venv"
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -q python3-venv
+    if ! command -v python3 >/dev/null || ! python3 -c 'import ensurepip, venv' 2>/dev/null; then
+        echo "k8s: installing python3 and python3-venv"
+        export DEBIAN_FRONTEND=noninteractive
+        apt-get update -q
+        apt-get install -y -q python3 python3-venv
     fi
     python3 -m venv "$venv"
     "$venv/bin/pip" install -q 'kubernetes-validate==1.37.0'
