@@ -191,7 +191,7 @@ mod tests {
         let mut rng = fastrand::Rng::with_seed(18);
         let samples: Vec<u64> = (0..30_000).map(|_| rng.u64(1..5_000_000)).collect();
         let mut whole = new_histogram();
-        let mut shards = vec![new_histogram(), new_histogram(), new_histogram()];
+        let mut shards = [new_histogram(), new_histogram(), new_histogram()];
         for (i, v) in samples.iter().enumerate() {
             whole.record(*v).unwrap();
             shards[(i * 7 + (*v as usize)) % 3].record(*v).unwrap();
