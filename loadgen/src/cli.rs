@@ -18,6 +18,7 @@ use crate::lifecycle::target::Env;
 use crate::options::{CapacityOptions, RunOptions};
 use crate::run::{self, audit_words};
 use crate::scenario::{Cell, Overrides, Scenario};
+use crate::shard::{self, Shard};
 
 /// `ackbench run`: runs the scenario's cells round by round, writes results.json and
 /// report.html, prints the summary and the gate table.
@@ -34,10 +35,17 @@ pub async fn run(opts: RunOptions) -> u8 {
         Ok(aa) => aa,
         Err(e) => return fail(&format!("--aa: {e}")),
     };
+    let shard = match check_sharding(&opts) {
+        Ok(shard) => shard,
+        Err(e) => return fail(&e),
+    };
     if let Err(e) = refuse_unavailable(&scenario.faults, &opts.target) {
         return fail(&e);
     }
-    let seed = scenario.run.seed.unwrap_or_else(|| fastrand::u64(..));
+    let seed = scenario.run.seed.unwrap_or_else(|| match &opts.run_id {
+        Some(id) => shard::seed_of_run(id),
+        None => fastrand::u64(..),
+    });
     let out_dir = opts
         .out
         .clone()
@@ -46,7 +54,7 @@ pub async fn run(opts: RunOptions) -> u8 {
         return fail(&format!("--out {}: {e}", out_dir.display()));
     }
     let env = match Env::prepare(&opts.target, out_dir.clone()).await {
-        Ok(env) => env,
+        Ok(env) => env.for_shard(shard, opts.run_id.as_deref()),
         Err(e) => return fail(&e),
     };
     let target = env.external_broker().then(|| env.profile.cell_name());
@@ -83,9 +91,11 @@ pub async fn run(opts: RunOptions) -> u8 {
         Err(e) => return fail(&e),
     };
     results.meta.scenario.overrides = describe_overrides(&overrides);
+    mark_shard(&mut results, shard, opts.run_id.as_deref());
     // In A/A mode the scenario's gates name cells that did not run: only audits are judged,
-    // and the twins' ratios show what noise a gate has to sit beyond.
-    let judged_gates = if aa.is_some() {
+    // and the twins' ratios show what noise a gate has to sit beyond. A shard's figures are a
+    // slice: its gates are judged on the merge.
+    let judged_gates = if aa.is_some() || shard.is_sharded() {
         &[][..]
     } else {
         &scenario.gates[..]
@@ -103,7 +113,65 @@ pub async fn run(opts: RunOptions) -> u8 {
             gates::aa_noise(&results, &scenario.gates, &cell.name, &twin.name)
         );
     }
-    run_exit_code(&results, &eval)
+    match shard.is_sharded() {
+        true => shard_exit_code(&results),
+        false => run_exit_code(&results, &eval),
+    }
+}
+
+/// `--shard` and `--run-id`, checked together: a shard needs the broker every shard drives and
+/// the run id they share, and is not an A/A run.
+fn check_sharding(opts: &RunOptions) -> Result<Shard, String> {
+    let shard = opts.shard.unwrap_or(Shard::WHOLE);
+    if let Some(id) = &opts.run_id {
+        shard::check_run_id(id)?;
+    }
+    let external = opts.target.broker_url.is_some();
+    match (shard.is_sharded(), external, &opts.run_id, &opts.aa) {
+        (true, false, _, _) => Err(format!(
+            "--shard {shard} needs --broker-url: the shards of a run drive one broker started beforehand"
+        )),
+        (true, _, None, _) => Err(format!(
+            "--shard {shard} needs --run-id: give every shard of the run the same, so they share its queues"
+        )),
+        (true, _, _, Some(_)) => Err("--aa cannot be sharded: run the A/A pair in one process".into()),
+        (false, false, Some(_), _) => {
+            Err("--run-id needs --broker-url: it names the run's queues on an external broker".into())
+        }
+        _ => Ok(shard),
+    }
+}
+
+/// Records which shard of which run `results` are, and what its audit cannot say alone.
+fn mark_shard(results: &mut Results, shard: Shard, run_id: Option<&str>) {
+    let Some(run_id) = run_id.filter(|_| shard.is_sharded()) else {
+        return;
+    };
+    results.meta.shards = Some(ackbench_reports::results::ShardsMeta {
+        run_id: run_id.to_string(),
+        count: shard.count,
+        index: Some(shard.index),
+    });
+    results.meta.notes.push(format!(
+        "shard {shard} of run {run_id}: its figures are its slice of the load, and its audit counts what it          could not resolve alone as undrained (another shard may have acked it): `ackbench merge` reconciles          the shards' ledgers"
+    ));
+}
+
+/// A shard's exit code: 0 when its rounds finished and the queue was drained, 1 when the drain
+/// did not finish, 130 when interrupted. Loss is judged by `ackbench merge`.
+fn shard_exit_code(results: &Results) -> u8 {
+    if !results.complete {
+        return 130;
+    }
+    match results.cells.iter().all(|c| c.summary.audit.drained) {
+        true => 0,
+        false => {
+            eprintln!(
+                "ackbench: FAILED: the queue was not drained by the end of this shard's drain"
+            );
+            1
+        }
+    }
 }
 
 /// `ackbench capacity`: per cell, steps the offered rate up and finds the highest sustained
@@ -225,6 +293,38 @@ fn describe_capacity_flags(opts: &CapacityOptions) -> Vec<String> {
     }
     v.push(format!("--slo-p99-ms {}", opts.slo_p99_ms));
     v
+}
+
+/// `ackbench merge DIR... [--out DIR]`: merges the results of every shard of a sharded run
+/// into one results.json and report.html (default: `merged-<run id>` beside the first DIR),
+/// judges the scenario's gates on it and exits as `run` does. Shards that are not one run are
+/// refused (exit 2) and nothing is written.
+pub fn merge(dirs: &[PathBuf], out: Option<&Path>) -> u8 {
+    let merged = shard::merge::merge_dirs(dirs).and_then(|r| {
+        let scenario = Scenario::parse(&r.meta.scenario.text, &r.meta.scenario.path)
+            .map_err(|e| format!("the scenario recorded in the shards no longer parses: {e}"))?;
+        Ok((r, scenario))
+    });
+    let (mut results, scenario) = match merged {
+        Ok(x) => x,
+        Err(e) => return fail(&e),
+    };
+    let run_id = results.meta.shards.as_ref().map(|s| s.run_id.clone());
+    let out_dir = out.map(Path::to_path_buf).unwrap_or_else(|| {
+        let beside = dirs[0].parent().unwrap_or(Path::new("."));
+        beside.join(format!("merged-{}", run_id.unwrap_or_default()))
+    });
+    let eval = gates::evaluate(&results, &scenario.gates, None);
+    results.gates = eval.verdicts.clone();
+    let written = std::fs::create_dir_all(&out_dir)
+        .map_err(|e| format!("--out {}: {e}", out_dir.display()))
+        .and_then(|_| write_outputs(&results, &out_dir));
+    if let Err(e) = written {
+        return fail(&e);
+    }
+    print_summary(&results);
+    println!("\n{}", gates::table(&eval));
+    run_exit_code(&results, &eval)
 }
 
 /// `ackbench gate`: judges a results file; exit 0 held, 1 failed, 2 broken.

@@ -20,7 +20,7 @@ use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use ackbench_wire::DlqPage;
+use ackbench_wire::{DlqPage, PartitionDetail};
 
 /// A failed request: transport errors and unexpected statuses alike.
 #[derive(Debug, Clone)]
@@ -478,6 +478,21 @@ impl BrokerClient {
         }
     }
 
+    /// The partitions of `queue` with their cursors (`GET /api/v1/resources/queues/:queue`);
+    /// none when the broker does not know the queue yet.
+    pub async fn queue_partitions(&self, queue: &str) -> Result<Vec<PartitionDetail>> {
+        #[derive(serde::Deserialize)]
+        struct Detail {
+            partitions: Vec<PartitionDetail>,
+        }
+        let path = format!("/api/v1/resources/queues/{}", encode(queue));
+        match self.control("GET", &path, &[]).await? {
+            (StatusCode::OK, b) => parse::<Detail>(&path, &b).map(|d| d.partitions),
+            (StatusCode::NOT_FOUND, _) => Ok(Vec::new()),
+            (s, b) => Err(unexpected(&path, s, &b)),
+        }
+    }
+
     /// The broker's Prometheus text (`/metrics`, or where its profile says).
     pub async fn metrics_text(&self) -> Result<String> {
         let path = self.prometheus_path;
@@ -493,6 +508,8 @@ impl BrokerClient {
 #[derive(Clone)]
 pub struct Fleet {
     endpoints: Vec<Arc<Endpoint>>,
+    /// The first broker's client, for the control requests of the load generator itself.
+    first: BrokerClient,
     sticky: bool,
     turns: Arc<AtomicUsize>,
 }
@@ -503,9 +520,15 @@ impl Fleet {
     pub fn new(clients: &[BrokerClient], sticky: bool) -> Fleet {
         Fleet {
             endpoints: clients.iter().map(|c| c.endpoint.clone()).collect(),
+            first: clients[0].clone(),
             sticky,
             turns: Arc::new(AtomicUsize::new(0)),
         }
+    }
+
+    /// The first broker, for requests of the load generator's own (the drain's queue detail).
+    pub fn first(&self) -> &BrokerClient {
+        &self.first
     }
 
     /// The connection of worker `worker` (its number among the workers of its kind): sticky,

@@ -3,7 +3,8 @@
 //! client, PostgreSQL and the broker (`measure`), audited, and written as one results document.
 //! `lifecycle` is one cell's life (target, phases, measured window), shared by `run` and
 //! `capacity`; `options` holds the command-line options both take; `peer` drives the queues compared
-//! against (PGMQ, PgQ) over SQL.
+//! against (PGMQ, PgQ) over SQL; `shard` splits a run over many processes (`--shard I/N`) and
+//! merges their results back into one (`ackbench merge`).
 
 pub mod capacity;
 pub mod cli;
@@ -17,5 +18,6 @@ pub mod peer;
 pub mod progress;
 pub mod run;
 pub mod scenario;
+pub mod shard;
 pub mod target;
 pub mod workload;

@@ -32,6 +32,19 @@ enum Command {
     /// Step the offered producer rate up per cell and find the highest rate sustained within a
     /// p99 target; writes capacity.json and capacity.html.
     Capacity(CapacityOptions),
+    /// Merge the results of every shard of a sharded run (`run --shard I/N`) into one
+    /// results.json and report.html, the audit reconciled across the shards.
+    Merge(MergeArgs),
+}
+
+#[derive(clap::Args)]
+struct MergeArgs {
+    /// The shards' output directories (each holds results.json and its ledger files).
+    #[arg(required = true)]
+    dirs: Vec<PathBuf>,
+    /// Where to write the merged results (default: merged-<run id> beside the first DIR).
+    #[arg(long)]
+    out: Option<PathBuf>,
 }
 
 #[derive(clap::Args)]
@@ -90,6 +103,7 @@ fn main() -> ExitCode {
             ),
             Command::Baseline(a) => ackbench::cli::baseline(&a.results, &a.out),
             Command::Capacity(opts) => ackbench::cli::capacity(opts).await,
+            Command::Merge(a) => ackbench::cli::merge(&a.dirs, a.out.as_deref()),
         }
     });
     ExitCode::from(code)

@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 
 use crate::scenario::Overrides;
+use crate::shard::Shard;
 
 /// What a run or a capacity search targets, shared by both.
 #[derive(clap::Args, Clone, Debug, Default)]
@@ -61,6 +62,15 @@ pub struct RunOptions {
     /// the ratio between the twins for every gated figure: the gates' own noise.
     #[arg(long, value_name = "CELL")]
     pub aa: Option<String>,
+    /// Run one slice of the scenario: shard I of N, from 0 (its share of the producers, of
+    /// each group's consumers, of the prefilled partitions and of the offered rate), against
+    /// --broker-url; `ackbench merge` puts the shards' results back together.
+    #[arg(long, value_name = "I/N")]
+    pub shard: Option<Shard>,
+    /// Names the run's queues and transactionIds on the external broker instead of the start
+    /// time: every shard of a run must be given the same (1 to 24 lower-case letters or digits).
+    #[arg(long, value_name = "ID")]
+    pub run_id: Option<String>,
 }
 
 impl RunOptions {
@@ -181,8 +191,11 @@ mod tests {
             "--seed",
             "9",
             "--keep-databases",
+            "--shard",
+            "1/3",
         ])
         .options;
+        assert_eq!(o.shard, Some(Shard { index: 1, count: 3 }));
         let ov = o.overrides();
         assert_eq!(ov.cells, Some(vec!["none,registry".to_string()]));
         assert_eq!(

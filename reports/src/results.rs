@@ -62,6 +62,32 @@ pub struct RunMeta {
     /// Anything the reader should know about how figures were taken (lagging counters, etc.).
     #[serde(default)]
     pub notes: Vec<String>,
+    /// Sharded load generation: this document is one shard's (`index` set) or the merge of
+    /// `count` shards (`index` absent); absent for a run of one process.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shards: Option<ShardsMeta>,
+}
+
+/// Which slice of a sharded run a document holds (see `RunMeta::shards`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, Default)]
+pub struct ShardsMeta {
+    /// The run id every shard was given (`--run-id`): it names the queues they share.
+    pub run_id: String,
+    /// How many shards the run was split into.
+    pub count: u32,
+    /// This shard's index, from 0; absent in a merged document.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub index: Option<u32>,
+}
+
+impl ShardsMeta {
+    /// `shard 1/3 of run X` or `merged from 3 shards of run X`.
+    pub fn words(&self) -> String {
+        match self.index {
+            Some(i) => format!("shard {i}/{} of run {}", self.count, self.run_id),
+            None => format!("merged from {} shards of run {}", self.count, self.run_id),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]

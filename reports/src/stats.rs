@@ -116,6 +116,23 @@ pub fn decode_histogram(text: &str) -> Result<Histogram<u64>, String> {
         .map_err(|e| format!("histogram cannot be read: {e:?}"))
 }
 
+/// Merges histograms written by `encode_histogram` (one per shard, or per round) into one:
+/// every recorded value counted once per document it came from, so percentiles are recomputed
+/// from all samples, never averaged. `what` names the histograms in an error.
+pub fn merge_encoded<'a>(
+    what: &str,
+    texts: impl IntoIterator<Item = &'a str>,
+) -> Result<Histogram<u64>, String> {
+    let mut merged = new_histogram();
+    for text in texts {
+        let h = decode_histogram(text).map_err(|e| format!("{what}: {e}"))?;
+        merged
+            .add(&h)
+            .map_err(|e| format!("{what}: cannot be merged: {e:?}"))?;
+    }
+    Ok(merged)
+}
+
 /// Percentiles of a histogram of microseconds, in milliseconds.
 pub fn percentiles_ms(h: &Histogram<u64>) -> crate::results::Percentiles<f64> {
     let ms = |us: u64| us as f64 / 1000.0;
@@ -164,6 +181,33 @@ mod tests {
         assert!((p.p50 - 500.0).abs() < 1.0, "{p:?}");
         assert!((p.max - 1000.0).abs() < 1.0);
         assert!(decode_histogram("!!").is_err());
+    }
+
+    /// Samples dealt out to three shards, each shard's histogram serialised as a shard writes
+    /// it and merged back, give the histogram of all samples: same count, same recorded values,
+    /// same percentiles.
+    #[test]
+    fn merged_shard_histograms_equal_the_histogram_of_all_samples() {
+        let mut rng = fastrand::Rng::with_seed(18);
+        let samples: Vec<u64> = (0..30_000).map(|_| rng.u64(1..5_000_000)).collect();
+        let mut whole = new_histogram();
+        let mut shards = [new_histogram(), new_histogram(), new_histogram()];
+        for (i, v) in samples.iter().enumerate() {
+            whole.record(*v).unwrap();
+            shards[(i * 7 + (*v as usize)) % 3].record(*v).unwrap();
+        }
+        let texts: Vec<String> = shards.iter().map(encode_histogram).collect();
+        let merged = merge_encoded("ack", texts.iter().map(String::as_str)).unwrap();
+        assert_eq!(merged.len(), whole.len());
+        let recorded = |h: &Histogram<u64>| -> Vec<(u64, u64)> {
+            h.iter_recorded()
+                .map(|v| (v.value_iterated_to(), v.count_at_value()))
+                .collect()
+        };
+        assert_eq!(recorded(&merged), recorded(&whole));
+        assert_eq!(percentiles_ms(&merged), percentiles_ms(&whole));
+        let e = merge_encoded("ack", ["!!"]).unwrap_err();
+        assert!(e.starts_with("ack: histogram is not base64"), "{e}");
     }
 
     #[test]

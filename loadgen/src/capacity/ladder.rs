@@ -126,6 +126,7 @@ impl Search<'_> {
                 n => self.seed.wrapping_add(n as u64 * 7919),
             },
             run_tag: self.env.run_tag.clone(),
+            shard: crate::shard::Shard::WHOLE,
         }
     }
 

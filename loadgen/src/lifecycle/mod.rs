@@ -14,6 +14,7 @@ pub mod window;
 mod workers;
 
 use crate::scenario::{Cell, Scenario, Topology};
+use crate::shard::Shard;
 
 /// Identifies one cell round (or one capacity step) in names and output.
 pub struct CellRound<'a> {
@@ -31,6 +32,8 @@ pub struct CellRound<'a> {
     /// Makes names unique to this run where a broker outlives runs (`Env::run_tag`; empty
     /// for the broker started per cell).
     pub run_tag: String,
+    /// The slice of the scenario this process runs (`Shard::WHOLE` but for `--shard`).
+    pub shard: Shard,
 }
 
 impl CellRound<'_> {
@@ -38,18 +41,7 @@ impl CellRound<'_> {
     /// (`<cell slug>_<run tag>_r<round>` against an external broker), lower case (PostgreSQL
     /// folds an unquoted database name to lower case).
     pub fn tag(&self) -> String {
-        let slug: String = self
-            .name
-            .chars()
-            .map(|c| match c {
-                c if c.is_ascii_alphanumeric() => c.to_ascii_lowercase(),
-                _ => '_',
-            })
-            .collect();
-        match self.run_tag.as_str() {
-            "" => format!("{slug}_r{}", self.round),
-            run => format!("{slug}_{run}_r{}", self.round),
-        }
+        round_tag(&self.name, &self.run_tag, self.round)
     }
 
     /// The prefix of progress lines: `[scenario] cell rN/M`.
@@ -63,6 +55,22 @@ impl CellRound<'_> {
     /// The queue this round runs on (fresh per round).
     pub fn queue(&self) -> String {
         format!("{}-{}", self.scenario.queue.name, self.tag())
+    }
+}
+
+/// The tag of round `round` of the cell named `name` (see `CellRound::tag`): the merge of
+/// shards finds each round's ledger file by it.
+pub fn round_tag(name: &str, run_tag: &str, round: u32) -> String {
+    let slug: String = name
+        .chars()
+        .map(|c| match c {
+            c if c.is_ascii_alphanumeric() => c.to_ascii_lowercase(),
+            _ => '_',
+        })
+        .collect();
+    match run_tag {
+        "" => format!("{slug}_r{round}"),
+        run => format!("{slug}_{run}_r{round}"),
     }
 }
 
@@ -86,6 +94,7 @@ mod tests {
             rounds: 3,
             seed: 1,
             run_tag: String::new(),
+            shard: Shard::WHOLE,
         };
         assert_eq!(cr.tag(), "registry_fusion__a_a__r2");
         assert_eq!(cr.queue(), "q-registry_fusion__a_a__r2");

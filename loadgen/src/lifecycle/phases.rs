@@ -1,5 +1,7 @@
 //! A running workload and its phases: set-up (queue options, prefill, workers), warm-up, drain,
-//! stop, and the audit that reconciles the client's ledger with the broker's DLQ.
+//! stop, and the audit that reconciles the client's ledger with the broker's DLQ. A shard
+//! drains until the queue's cursors say so (`shard::drain`) and leaves its ledger for the merge
+//! (`shard::ledger_file`) beside an audit that proves nothing alone.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -17,6 +19,9 @@ use super::CellRound;
 use crate::client::BrokerClient;
 use crate::progress::Progress;
 use crate::scenario::Scenario;
+use crate::shard::drain::queue_drained;
+use crate::shard::ledger_file::ShardLedger;
+use crate::shard::Shard;
 use crate::workload::ledger::TxnSet;
 use crate::workload::{peer, CellContext, Phase};
 
@@ -27,6 +32,8 @@ pub struct Workload {
     pub groups: Vec<Option<String>>,
     pub ctx: Arc<CellContext>,
     workers: Vec<JoinHandle<()>>,
+    /// The slice of the scenario this workload runs.
+    shard: Shard,
 }
 
 impl Workload {
@@ -55,6 +62,7 @@ impl Workload {
             groups,
             ctx,
             workers,
+            shard: cr.shard,
         })
     }
 
@@ -79,6 +87,7 @@ impl Workload {
             groups,
             ctx,
             workers,
+            shard: Shard::WHOLE,
         })
     }
 
@@ -134,7 +143,7 @@ impl Workload {
                 "{label} drain {:.0}s  backlog {backlog}",
                 started.elapsed().as_secs_f64()
             ));
-            if backlog == 0 && self.ctx.pushes_settled() {
+            if self.ctx.pushes_settled() && self.nothing_owed(backlog).await {
                 return true;
             }
             if *cancel.borrow() || started.elapsed() > limit {
@@ -144,6 +153,21 @@ impl Workload {
                 return false;
             }
             tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    }
+
+    /// Whether the drain is done, pushes settled: this process's ledger owes nothing, or for a
+    /// shard (whose ledger cannot know what other shards resolved) the queue is drained.
+    async fn nothing_owed(&self, backlog: u64) -> bool {
+        if !self.shard.is_sharded() {
+            return backlog == 0;
+        }
+        match self.ctx.broker().queue_partitions(&self.queue).await {
+            Ok(partitions) => queue_drained(&partitions, &self.groups),
+            Err(e) => {
+                self.ctx.error(format!("drain: queue detail: {e}"));
+                false
+            }
         }
     }
 
@@ -167,6 +191,20 @@ impl Workload {
             (None, None) => vec![TxnSet::default(); self.groups.len()],
         };
         self.ctx.ledger.audit(&dlq, drained)
+    }
+
+    /// A shard's audit and the ledger it leaves for the merge: the audit counts what this
+    /// shard alone cannot resolve as undrained, never as lost (another shard may have acked
+    /// it), and says whether the queue was drained; `ackbench merge` proves or disproves loss.
+    pub async fn shard_audit(&self, target: &Target, drained: bool) -> (Audit, ShardLedger) {
+        let dlq = match &target.client {
+            Some(client) => self.dead_lettered(client).await.ok(),
+            None => None,
+        };
+        let fates = self.ctx.ledger.fates();
+        let partial = crate::workload::ledger::reconcile(&fates, dlq.as_deref(), false);
+        let audit = Audit { drained, ..partial };
+        (audit, ShardLedger { fates, dlq })
     }
 
     /// A peer's dead letters (PGMQ has one group).

@@ -12,6 +12,7 @@ use crate::client::{BrokerClient, Fleet};
 use crate::options::TargetOptions;
 use crate::peer::{Driver, PeerKind, Setup};
 use crate::scenario::{Cell, Routing};
+use crate::shard::Shard;
 use crate::target::broker::BrokerProcess;
 use crate::target::broker_binary;
 use crate::target::postgres::{connect, database_name, Postgres};
@@ -29,8 +30,10 @@ pub struct Env {
     pub profile: Profile,
     /// Against an external broker, a tag unique to this run in its queue names and
     /// transactionIds (the broker keeps earlier runs' queues and deduplicates transactionIds);
-    /// empty otherwise.
+    /// empty otherwise. The shards of a sharded run share it (`--run-id`).
     pub run_tag: String,
+    /// The slice of the scenario this process runs (`--shard`; the whole by default).
+    pub shard: Shard,
 }
 
 impl Env {
@@ -75,7 +78,18 @@ impl Env {
             options: options.clone(),
             profile,
             run_tag,
+            shard: Shard::WHOLE,
         })
+    }
+
+    /// This environment for shard `shard` of the run `run_id` (which then tags the queues and
+    /// transactionIds instead of the start time, so every shard hits the same queues).
+    pub fn for_shard(mut self, shard: Shard, run_id: Option<&str>) -> Env {
+        self.shard = shard;
+        if let Some(id) = run_id {
+            self.run_tag = id.to_string();
+        }
+        self
     }
 
     /// Whether every peer among `cells` can be installed on the measured PostgreSQL; the error

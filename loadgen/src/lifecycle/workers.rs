@@ -1,5 +1,7 @@
 //! The workload's tasks: the prefill (a backlog pushed before anything is measured), the
-//! producers and consumers built from the scenario, and stopping them.
+//! producers and consumers built from the scenario, and stopping them. A shard (`--shard`)
+//! prefills its slice of the partitions and runs its slice of the producers and of each
+//! group's consumers, each with the index, seed and transactionIds it has in the whole run.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -18,7 +20,8 @@ use crate::workload::peer::PeerPlan;
 use crate::workload::producer::{self, ProducerPlan, Pusher};
 use crate::workload::CellContext;
 
-/// Pushes the scenario's backlog before anything is measured.
+/// Pushes the scenario's backlog before anything is measured (a shard: its partitions' part,
+/// with the transactionIds the whole run gives them).
 pub async fn prefill(
     cr: &CellRound<'_>,
     queue: &str,
@@ -31,7 +34,9 @@ pub async fn prefill(
     if p.messages_per_partition == 0 {
         return Ok(());
     }
-    let total = p.messages_per_partition * partitions as u64;
+    let mine = cr.shard.slice(partitions);
+    let (first, width) = (mine.start, mine.len() as u64);
+    let total = p.messages_per_partition * width;
     let requests_per_partition = p.messages_per_partition.div_ceil(p.batch as u64);
     let next = Arc::new(AtomicU64::new(0));
     let mut tasks = Vec::new();
@@ -51,11 +56,14 @@ pub async fn prefill(
         tasks.push(tokio::spawn(async move {
             let mut pusher = Pusher::new(&plan, &ctx);
             loop {
-                let k = next.fetch_add(1, Ordering::Relaxed);
-                if k >= requests_per_partition * partitions as u64 {
+                let n = next.fetch_add(1, Ordering::Relaxed);
+                if n >= requests_per_partition * width {
                     return Ok::<(), String>(());
                 }
-                let partition = (k % partitions as u64) as u32;
+                let partition = first + (n % width) as u32;
+                // The request's number in the whole run's prefill, so its transactionIds are
+                // the ones the whole run would push to this partition.
+                let k = (n / width) * partitions as u64 + partition as u64;
                 // Backlog, not offered load: no send time, so end-to-end latency (push to
                 // ack of what the producers offer) is not inflated by how long the backlog waits.
                 pusher.writer.write(k, partition, None);
@@ -104,12 +112,14 @@ pub fn spawn_workers(
     producers.chain(consumers).collect()
 }
 
-/// One plan per producer of the scenario; an open-loop rate is split evenly among them.
+/// One plan per producer of the scenario (of this shard's slice); an open-loop rate is split
+/// evenly among the scenario's producers.
 fn producer_plans(cr: &CellRound<'_>, queue: &str) -> Vec<ProducerPlan> {
     let p = &cr.scenario.producers;
     let names: Arc<[String]> = cr.scenario.partition_names().into();
     let rate = p.open_rate().map(|r| r / p.count.max(1) as f64);
-    (0..p.count)
+    cr.shard
+        .slice(p.count)
         .map(|id| ProducerPlan {
             id,
             queue: queue.to_string(),
@@ -124,18 +134,22 @@ fn producer_plans(cr: &CellRound<'_>, queue: &str) -> Vec<ProducerPlan> {
         .collect()
 }
 
-/// `count` consumer plans per consumer group (or for the queue mode), numbered across groups.
+/// `count` consumer plans per consumer group (or for the queue mode), numbered across groups;
+/// a shard keeps its slice of each group's `count`, numbered as in the whole run.
 fn consumer_plans(cr: &CellRound<'_>, queue: &str) -> Vec<ConsumerPlan> {
     let s = cr.scenario;
     let c = &s.consumers;
     let names: Arc<[String]> = s.partition_names().into();
     let lease = Duration::from_secs(c.lease_seconds.unwrap_or(s.queue.options.lease_time) as u64);
     let groups = c.group_names().into_iter().enumerate();
-    let slots = groups
-        .flat_map(|(group_index, group)| (0..c.count).map(move |_| (group_index, group.clone())));
+    let slots = groups.flat_map(|(group_index, group)| {
+        (0..c.count).map(move |k| (group_index, group.clone(), k))
+    });
+    let mine = cr.shard.slice(c.count);
     slots
         .enumerate()
-        .map(|(id, (group_index, group))| ConsumerPlan {
+        .filter(|(_, (_, _, k))| mine.contains(k))
+        .map(|(id, (group_index, group, _))| ConsumerPlan {
             id: id as u32,
             group_index,
             group: group.filter(|g| g != QUEUE_MODE_GROUP),

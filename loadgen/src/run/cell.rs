@@ -1,7 +1,8 @@
 //! One cell in one round of `ackbench run`: drives the cell's lifecycle (a fresh target, the
 //! workload's warm-up, the measured window, the drain and the audit) and turns what the window
 //! saw into the round's results (figures, per-second series, histograms; with several brokers,
-//! the totals over them and each broker's own figures).
+//! the totals over them and each broker's own figures). A shard's round also leaves its ledger
+//! file for `ackbench merge`.
 
 use tokio::sync::watch;
 
@@ -17,6 +18,7 @@ use crate::measure::broker_metrics::{self, Scrape};
 use crate::measure::figures::{derive, per_broker, BrokerWindow, WindowDeltas};
 use crate::measure::pg_counters::PgSnapshot;
 use crate::progress::Progress;
+use crate::shard::ledger_file;
 use crate::workload::{CellContext, CounterValues};
 
 /// Runs one cell round. `Err` only for set-up failures; an interrupted cell returns what it has.
@@ -65,7 +67,14 @@ async fn measure(
             .drain(&label, run.drain_timeout_secs, cancel, progress)
             .await;
     workload.stop().await;
-    let audit = workload.audit(target, drained).await;
+    let audit = match cr.shard.is_sharded() {
+        false => workload.audit(target, drained).await,
+        true => {
+            let (audit, ledger) = workload.shard_audit(target, drained).await;
+            ledger_file::write(&ledger_file::path(&env.out_dir, &cr.tag()), &ledger)?;
+            audit
+        }
+    };
     progress.finish();
     if let Some(line) = errors_line(&label, &workload.ctx) {
         progress.say(&line);

@@ -121,6 +121,7 @@ pub async fn run(
                 rounds,
                 seed: seed.wrapping_add(round as u64 * 7919),
                 run_tag: env.run_tag.clone(),
+                shard: env.shard,
             };
             let r = cell::run(env, &cr, &cancel, &mut progress).await?;
             progress.say(&one_line(&cr, &r));

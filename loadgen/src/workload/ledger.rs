@@ -183,41 +183,61 @@ impl Ledger {
     /// `dlq: true` for counts as dead-lettered but unconfirmed, not as lost, and the audit says
     /// it could not check the DLQ.
     pub fn audit_without_listing(&self, drained: bool) -> Audit {
-        Audit {
-            dlq_unchecked: true,
-            ..self.reconcile(None, drained)
-        }
+        self.reconcile(None, drained)
     }
 
     fn reconcile(&self, dlq: Option<&[TxnSet]>, drained: bool) -> Audit {
-        let b = self.book.lock().expect("ledger lock");
-        let mut a = Audit {
-            drained,
-            ..Default::default()
-        };
-        for (g, fates) in b.fates.iter().enumerate() {
-            let in_dlq = dlq.and_then(|d| d.get(g));
-            for (txn, f) in fates {
-                a.pushed += 1;
-                a.duplicates += f.deliveries.saturating_sub(1) as u64;
-                if in_dlq.is_some_and(|s| s.contains(txn)) {
-                    a.dead_lettered += 1;
-                } else if dlq.is_none() && f.dead_lettered && !f.acked {
-                    a.dead_lettered += 1;
-                    a.dead_lettered_unconfirmed += 1;
-                } else if f.acked {
-                    a.acked += 1;
-                } else if f.dropped {
-                    a.dropped += 1;
-                } else if drained {
-                    a.lost += 1;
-                } else {
-                    a.undrained += 1;
-                }
+        reconcile(&self.book.lock().expect("ledger lock").fates, dlq, drained)
+    }
+
+    /// Every (message, group) obligation known and its fate, per group: what a shard leaves
+    /// for the merge, which reconciles the shards' ledgers together.
+    pub fn fates(&self) -> Vec<ByTxn<Fate>> {
+        self.book.lock().expect("ledger lock").fates.clone()
+    }
+}
+
+impl Fate {
+    /// Adds what another ledger saw of the same (message, group): deliveries add up, and a
+    /// resolution any ledger saw holds (a message one shard pushed may be acked by another).
+    pub fn merge(&mut self, other: &Fate) {
+        self.deliveries += other.deliveries;
+        self.acked |= other.acked;
+        self.dead_lettered |= other.dead_lettered;
+        self.dropped |= other.dropped;
+    }
+}
+
+/// Counts the audit of `fates` (per group) against the DLQ listing (`None`: it could not be
+/// read); see `Ledger::audit`. Shared by a cell's own ledger and the merge of shards' ledgers.
+pub fn reconcile(fates: &[ByTxn<Fate>], dlq: Option<&[TxnSet]>, drained: bool) -> Audit {
+    let mut a = Audit {
+        drained,
+        ..Default::default()
+    };
+    for (g, fates) in fates.iter().enumerate() {
+        let in_dlq = dlq.and_then(|d| d.get(g));
+        for (txn, f) in fates {
+            a.pushed += 1;
+            a.duplicates += f.deliveries.saturating_sub(1) as u64;
+            if in_dlq.is_some_and(|s| s.contains(txn)) {
+                a.dead_lettered += 1;
+            } else if dlq.is_none() && f.dead_lettered && !f.acked {
+                a.dead_lettered += 1;
+                a.dead_lettered_unconfirmed += 1;
+            } else if f.acked {
+                a.acked += 1;
+            } else if f.dropped {
+                a.dropped += 1;
+            } else if drained {
+                a.lost += 1;
+            } else {
+                a.undrained += 1;
             }
         }
-        a
     }
+    a.dlq_unchecked = dlq.is_none();
+    a
 }
 
 #[cfg(test)]

@@ -173,6 +173,14 @@ impl CellContext {
             .connection(worker)
     }
 
+    /// The cell's first broker, for the load generator's own requests (broker cells only).
+    pub fn broker(&self) -> &crate::client::BrokerClient {
+        self.fleet
+            .as_ref()
+            .expect("HTTP workers run only in broker cells")
+            .first()
+    }
+
     pub fn error(&self, what: String) {
         Counters::bump(&self.counters.errors, 1);
         *self.last_error.lock().expect("error lock") = Some(what);

@@ -2,8 +2,8 @@
 //! gates on known results (`gates`), capacity's verdicts, report and a short real run
 //! (`capacity`), whole runs through the binary against a throwaway PostgreSQL and the
 //! workspace's broker (`end_to_end`), fault steps in such runs (`faults`), and Queen MQ's wire
-//! from its recorded answers (`queen_target`), several brokers per cell (`topology`). Shared
-//! helpers live in `tests/common`.
+//! from its recorded answers (`queen_target`), several brokers per cell (`topology`), and a run
+//! split into shards and merged back (`shards`). Shared helpers live in `tests/common`.
 
 #[path = "../common/mod.rs"]
 mod common;
@@ -14,4 +14,5 @@ mod faults;
 mod gates;
 mod queen_target;
 mod scenario_parsing;
+mod shards;
 mod topology;

@@ -143,6 +143,7 @@ fn facts(r: &Results) -> Vec<(String, String)> {
         ("Scenario hash", hash_fact(m)),
         ("Started", m.started_at.clone()),
         ("Finished", m.finished_at.clone()),
+        ("Load generation", load_generation_fact(m)),
         ("Rounds", rounds_fact(r)),
         ("Cell order in a round", cell_order_fact(r)),
         ("Machine", machine),
@@ -155,6 +156,14 @@ fn facts(r: &Results) -> Vec<(String, String)> {
     .into_iter()
     .map(|(k, v)| (k.to_string(), v))
     .collect()
+}
+
+/// One process, one shard of a sharded run, or the merge of all its shards.
+fn load_generation_fact(m: &RunMeta) -> String {
+    match &m.shards {
+        None => "one process".into(),
+        Some(s) => s.words(),
+    }
 }
 
 pub(super) fn header(r: &Results) -> Header {

@@ -486,6 +486,7 @@ pub fn results_sized(rounds: u32, seconds: usize, samples: usize) -> Results {
             notes: vec![
                 "Closing pg_stat_database / pg_stat_wal snapshots taken after the broker's connections closed (counters lag while busy).".into(),
             ],
+            shards: None,
         },
         cells,
         gates: vec![GateVerdict {
