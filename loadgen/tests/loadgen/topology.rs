@@ -169,7 +169,8 @@ fn bad_topology_keys_and_values_name_the_key_and_line() {
 }
 
 /// Three brokers, registry on, fusion off (every hit is one positional commit), in both
-/// routings; a small closed backlog drained by consumers acking whole batches.
+/// routings; open-loop producers keep acks flowing through the window (a prefill alone can be
+/// drained before the window opens), consumers ack whole batches.
 const RUN: &str = r#"
 name = "topo"
 [queue]
@@ -179,10 +180,13 @@ partitions = 12
 lease_time = 30
 dedup_window_seconds = 0
 [prefill]
-messages_per_partition = 150
-batch = 50
+messages_per_partition = 20
+batch = 20
 [producers]
-count = 0
+count = 3
+batch = 5
+mode = "open"
+rate = 600
 [consumers]
 count = 6
 pop_batch = 5
