@@ -127,6 +127,7 @@ fn fusions(config: &Config, pool: &Pool) -> (Option<AckFusion>, Option<PopFusion
         let settings = LaneSettings {
             shards: config.ack_fusion_shards,
             hold: ack_hold,
+            linger: Duration::from_millis(config.fusion_linger_ms),
             max_ack_rows: config.ack_fusion_max_rows,
             ack_stats: Arc::clone(&ack_stats),
             pop_stats: Arc::clone(&pop_stats),

@@ -43,6 +43,10 @@ pub struct LaneSettings {
     pub shards: usize,
     /// How long an idle lane sleeps between looks at its inbox (a liveness backstop).
     pub hold: Duration,
+    /// How long an idle lane waits after a first arrival before it flushes, so that work
+    /// arriving close together at light load shares a commit (zero: flush at once). A busy lane
+    /// never waits: what arrived during a flush goes in the next one at once.
+    pub linger: Duration,
     /// Folded ack rows one flush carries at most.
     pub max_ack_rows: usize,
     pub ack_stats: Arc<FusionStats>,
@@ -88,7 +92,12 @@ async fn lane_loop(mut inbox: mpsc::UnboundedReceiver<Work>, pool: Pool, s: Arc<
     loop {
         if acks.is_empty() && pops.is_empty() {
             match tokio::time::timeout(s.hold, inbox.recv()).await {
-                Ok(Some(w)) => sort(w, &mut acks, &mut pops),
+                Ok(Some(w)) => {
+                    sort(w, &mut acks, &mut pops);
+                    if !s.linger.is_zero() {
+                        tokio::time::sleep(s.linger).await;
+                    }
+                }
                 Ok(None) => return,
                 Err(_) => continue, // the backstop tick: look again
             }

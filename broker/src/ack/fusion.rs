@@ -78,6 +78,7 @@ impl AckFusion {
         let settings = LaneSettings {
             shards,
             hold,
+            linger: Duration::ZERO,
             max_ack_rows: max_rows.max(1),
             ack_stats: stats.clone(),
             pop_stats: Arc::default(),

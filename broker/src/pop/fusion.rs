@@ -53,6 +53,7 @@ impl PopFusion {
         let settings = LaneSettings {
             shards,
             hold,
+            linger: Duration::ZERO,
             max_ack_rows: 1,
             ack_stats: Arc::new(FusionStats::default()),
             pop_stats: stats.clone(),

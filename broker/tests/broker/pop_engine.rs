@@ -393,6 +393,7 @@ async fn a_joint_flush_commits_an_ack_and_a_pop_that_claims_what_it_released() {
     let settings = LaneSettings {
         shards: 1,
         hold: Duration::from_millis(3),
+        linger: Duration::ZERO,
         max_ack_rows: usize::MAX,
         ack_stats: Arc::clone(&ack_stats),
         pop_stats: Arc::clone(&pop_stats),
@@ -458,4 +459,71 @@ async fn a_joint_flush_commits_an_ack_and_a_pop_that_claims_what_it_released() {
         (row.get(0), row.get(1))
     };
     assert_eq!((committed, worker.as_deref()), (0, Some("next")));
+}
+
+/// An idle joint lane lingers after a first arrival: an ack and a pop arriving 20 ms apart,
+/// inside a 300 ms linger, share one flush.
+#[tokio::test]
+async fn a_lingering_lane_puts_an_ack_and_a_later_pop_in_one_flush() {
+    use ackbench_broker::ack::fusion::{AckFusion, FusedAck, Verdict};
+    use ackbench_broker::lanes::{LaneSettings, Lanes};
+    use ackbench_broker::pop::claim::PopJob;
+    use ackbench_broker::pop::fusion::PopFusion;
+    use std::sync::atomic::Ordering::Relaxed;
+    use std::sync::Arc;
+
+    let t = TestBroker::start().await;
+    t.http.push("linger", &[("a", "a-0"), ("a", "a-1")]).await;
+    let r = t
+        .http
+        .get("/api/v1/pop/queue/linger/partition/a?batch=1")
+        .await;
+    let m = &r.json["messages"][0];
+    let pid: uuid::Uuid = m["partitionId"].as_str().unwrap().parse().unwrap();
+    let lease = m["leaseId"].as_str().unwrap().to_string();
+    let pool = ackbench_broker::storage::pool(&t.db_url.parse().unwrap(), 2).unwrap();
+    let (ack_stats, pop_stats) = (Arc::default(), Arc::default());
+    let lanes = Lanes::start(
+        pool,
+        LaneSettings {
+            shards: 1,
+            hold: Duration::from_millis(3),
+            linger: Duration::from_millis(300),
+            max_ack_rows: usize::MAX,
+            ack_stats: Arc::clone(&ack_stats),
+            pop_stats: Arc::clone(&pop_stats),
+        },
+    );
+    let acks = AckFusion::on(lanes.clone(), ack_stats);
+    let pops = PopFusion::on(lanes, pop_stats);
+    let ack = acks.submit(FusedAck {
+        partition: pid,
+        group: ackbench_wire::QUEUE_MODE_GROUP.into(),
+        worker: lease,
+        batch_end: 0,
+        count: 1,
+    });
+    let pop = async {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        pops.submit(PopJob {
+            group: ackbench_wire::QUEUE_MODE_GROUP.into(),
+            worker: "next".into(),
+            batch: 1,
+            max_partitions: 1,
+            lease_seconds: Some(30),
+            auto_ack: false,
+            candidates: vec![pid],
+            cached: Vec::new(),
+        })
+        .await
+    };
+    let (verdict, claimed) = tokio::join!(ack, pop);
+    assert!(matches!(verdict, Verdict::Committed { .. }));
+    assert_eq!(claimed.expect("claimed").len(), 1);
+    assert_eq!(
+        pops.stats.joint_flushes.load(Relaxed),
+        1,
+        "one flush took both"
+    );
+    assert_eq!(pops.stats.flushes.load(Relaxed), 1);
 }
