@@ -59,8 +59,9 @@ pub struct Config {
     /// lane commit in one transaction (the lanes take ack fusion's shards and hold).
     pub fusion_joint: bool,
     /// `QUEEN_FUSION_LINGER_MS`: how long an idle joint lane waits after a first arrival
-    /// before it flushes (0: fire-on-idle, at once; 1 by default: at light load acks and pops
-    /// then share commits, measured in the README).
+    /// before it flushes (0, the default: fire-on-idle, at once). A linger trades latency for
+    /// commits: it pays at light, open-loop load and costs a closed loop its round trips
+    /// (measured in the README).
     pub fusion_linger_ms: u64,
     pub pop_fusion_hold_ms: u64,
     /// `QUEEN_SEGMENT_CACHE_MB`: decoded segments held for pops (0 turns the cache off).
@@ -192,7 +193,7 @@ impl Config {
             pop_fusion_shards: vars.number("QUEEN_POP_FUSION_SHARDS", 4, 1, 1024)?,
             pop_fusion_hold_ms: vars.number("QUEEN_POP_FUSION_HOLD_MS", 3, 1, 60_000)?,
             fusion_joint: vars.flag("QUEEN_FUSION_JOINT", true)?,
-            fusion_linger_ms: vars.number("QUEEN_FUSION_LINGER_MS", 1, 0, 1000)?,
+            fusion_linger_ms: vars.number("QUEEN_FUSION_LINGER_MS", 0, 0, 1000)?,
             segment_cache_mb: vars.number("QUEEN_SEGMENT_CACHE_MB", 256, 0, 1 << 20)?,
             encryption_key: encryption_key(&vars)?,
         })
