@@ -367,48 +367,58 @@ async fn a_named_pop_finds_a_partition_whose_queue_was_deleted_and_created_again
     t.broker.shutdown().await;
 }
 
-/// With ack fusion and pop fusion sharing lanes, an ack and a pop waiting together commit in
-/// one transaction, acks first: the pop claims what the ack just released.
-#[tokio::test]
-async fn a_joint_flush_commits_an_ack_and_a_pop_that_claims_what_it_released() {
-    use ackbench_broker::ack::fusion::{AckFusion, FusedAck, Verdict};
+/// Ack fusion and pop fusion sharing one lane on the test broker's database.
+fn joint_lanes(
+    t: &TestBroker,
+    linger: Duration,
+) -> (
+    ackbench_broker::ack::fusion::AckFusion,
+    ackbench_broker::pop::fusion::PopFusion,
+) {
     use ackbench_broker::lanes::{LaneSettings, Lanes};
-    use ackbench_broker::pop::claim::PopJob;
-    use ackbench_broker::pop::fusion::PopFusion;
     use std::sync::Arc;
-
-    let t = TestBroker::start().await;
-    t.http.push("joint", &[("a", "a-0"), ("a", "a-1")]).await;
-    let r = t
-        .http
-        .get("/api/v1/pop/queue/joint/partition/a?batch=1")
-        .await;
-    assert_eq!(txns(&r), ["a-0"]);
-    let m = &r.json["messages"][0];
-    let pid: uuid::Uuid = m["partitionId"].as_str().unwrap().parse().unwrap();
-    let lease = m["leaseId"].as_str().unwrap().to_string();
-
     let pool = ackbench_broker::storage::pool(&t.db_url.parse().unwrap(), 2).unwrap();
     let (ack_stats, pop_stats) = (Arc::default(), Arc::default());
     let settings = LaneSettings {
         shards: 1,
         hold: Duration::from_millis(3),
-        linger: Duration::ZERO,
+        linger,
         max_ack_rows: usize::MAX,
         ack_stats: Arc::clone(&ack_stats),
         pop_stats: Arc::clone(&pop_stats),
     };
     let lanes = Lanes::start(pool, settings);
-    let acks = AckFusion::on(lanes.clone(), ack_stats);
-    let pops = PopFusion::on(lanes, pop_stats);
-    let ack = FusedAck {
+    (
+        ackbench_broker::ack::fusion::AckFusion::on(lanes.clone(), ack_stats),
+        ackbench_broker::pop::fusion::PopFusion::on(lanes, pop_stats),
+    )
+}
+
+/// Pushes two messages to partition `a` of `queue` and pops the first: the ack that completes
+/// it, and the pop job that would claim the second.
+async fn head_leased(
+    t: &TestBroker,
+    queue: &str,
+) -> (
+    ackbench_broker::ack::fusion::FusedAck,
+    ackbench_broker::pop::claim::PopJob,
+) {
+    t.http.push(queue, &[("a", "a-0"), ("a", "a-1")]).await;
+    let r = t
+        .http
+        .get(&format!("/api/v1/pop/queue/{queue}/partition/a?batch=1"))
+        .await;
+    assert_eq!(txns(&r), ["a-0"]);
+    let m = &r.json["messages"][0];
+    let pid: uuid::Uuid = m["partitionId"].as_str().unwrap().parse().unwrap();
+    let ack = ackbench_broker::ack::fusion::FusedAck {
         partition: pid,
         group: ackbench_wire::QUEUE_MODE_GROUP.into(),
-        worker: lease,
+        worker: m["leaseId"].as_str().unwrap().to_string(),
         batch_end: 0,
         count: 1,
     };
-    let job = PopJob {
+    let job = ackbench_broker::pop::claim::PopJob {
         group: ackbench_wire::QUEUE_MODE_GROUP.into(),
         worker: "next".into(),
         batch: 1,
@@ -418,6 +428,20 @@ async fn a_joint_flush_commits_an_ack_and_a_pop_that_claims_what_it_released() {
         candidates: vec![pid],
         cached: Vec::new(),
     };
+    (ack, job)
+}
+
+/// With ack fusion and pop fusion sharing lanes, an ack and a pop waiting together commit in
+/// one transaction, acks first: the pop claims what the ack just released.
+#[tokio::test]
+async fn a_joint_flush_commits_an_ack_and_a_pop_that_claims_what_it_released() {
+    use ackbench_broker::ack::fusion::Verdict;
+    use std::sync::atomic::Ordering::Relaxed;
+
+    let t = TestBroker::start().await;
+    let (ack, job) = head_leased(&t, "joint").await;
+    let pid = ack.partition;
+    let (acks, pops) = joint_lanes(&t, Duration::ZERO);
     // Both are enqueued before the lane task first runs (one-threaded test runtime).
     let (verdict, claimed) = tokio::join!(acks.submit(ack), pops.submit(job));
     assert_eq!(
@@ -434,30 +458,18 @@ async fn a_joint_flush_commits_an_ack_and_a_pop_that_claims_what_it_released() {
         "the pop claimed the partition the ack released"
     );
     assert_eq!((rows[0].span_start, rows[0].span_end), (1, 1));
-    assert_eq!(
-        pops.stats
-            .joint_flushes
-            .load(std::sync::atomic::Ordering::Relaxed),
-        1
-    );
-    assert_eq!(
-        acks.stats
-            .flushes
-            .load(std::sync::atomic::Ordering::Relaxed),
-        1
-    );
-    let (committed, worker): (i64, Option<String>) = {
-        let row = t
-            .sql()
-            .await
-            .query_one(
-                "SELECT committed, worker_id FROM queen.log_consumers WHERE partition_id = $1",
-                &[&pid],
-            )
-            .await
-            .unwrap();
-        (row.get(0), row.get(1))
-    };
+    assert_eq!(pops.stats.joint_flushes.load(Relaxed), 1);
+    assert_eq!(acks.stats.flushes.load(Relaxed), 1);
+    let row = t
+        .sql()
+        .await
+        .query_one(
+            "SELECT committed, worker_id FROM queen.log_consumers WHERE partition_id = $1",
+            &[&pid],
+        )
+        .await
+        .unwrap();
+    let (committed, worker): (i64, Option<String>) = (row.get(0), row.get(1));
     assert_eq!((committed, worker.as_deref()), (0, Some("next")));
 }
 
@@ -465,59 +477,17 @@ async fn a_joint_flush_commits_an_ack_and_a_pop_that_claims_what_it_released() {
 /// inside a 300 ms linger, share one flush.
 #[tokio::test]
 async fn a_lingering_lane_puts_an_ack_and_a_later_pop_in_one_flush() {
-    use ackbench_broker::ack::fusion::{AckFusion, FusedAck, Verdict};
-    use ackbench_broker::lanes::{LaneSettings, Lanes};
-    use ackbench_broker::pop::claim::PopJob;
-    use ackbench_broker::pop::fusion::PopFusion;
+    use ackbench_broker::ack::fusion::Verdict;
     use std::sync::atomic::Ordering::Relaxed;
-    use std::sync::Arc;
 
     let t = TestBroker::start().await;
-    t.http.push("linger", &[("a", "a-0"), ("a", "a-1")]).await;
-    let r = t
-        .http
-        .get("/api/v1/pop/queue/linger/partition/a?batch=1")
-        .await;
-    let m = &r.json["messages"][0];
-    let pid: uuid::Uuid = m["partitionId"].as_str().unwrap().parse().unwrap();
-    let lease = m["leaseId"].as_str().unwrap().to_string();
-    let pool = ackbench_broker::storage::pool(&t.db_url.parse().unwrap(), 2).unwrap();
-    let (ack_stats, pop_stats) = (Arc::default(), Arc::default());
-    let lanes = Lanes::start(
-        pool,
-        LaneSettings {
-            shards: 1,
-            hold: Duration::from_millis(3),
-            linger: Duration::from_millis(300),
-            max_ack_rows: usize::MAX,
-            ack_stats: Arc::clone(&ack_stats),
-            pop_stats: Arc::clone(&pop_stats),
-        },
-    );
-    let acks = AckFusion::on(lanes.clone(), ack_stats);
-    let pops = PopFusion::on(lanes, pop_stats);
-    let ack = acks.submit(FusedAck {
-        partition: pid,
-        group: ackbench_wire::QUEUE_MODE_GROUP.into(),
-        worker: lease,
-        batch_end: 0,
-        count: 1,
-    });
+    let (ack, job) = head_leased(&t, "linger").await;
+    let (acks, pops) = joint_lanes(&t, Duration::from_millis(300));
     let pop = async {
         tokio::time::sleep(Duration::from_millis(20)).await;
-        pops.submit(PopJob {
-            group: ackbench_wire::QUEUE_MODE_GROUP.into(),
-            worker: "next".into(),
-            batch: 1,
-            max_partitions: 1,
-            lease_seconds: Some(30),
-            auto_ack: false,
-            candidates: vec![pid],
-            cached: Vec::new(),
-        })
-        .await
+        pops.submit(job).await
     };
-    let (verdict, claimed) = tokio::join!(ack, pop);
+    let (verdict, claimed) = tokio::join!(acks.submit(ack), pop);
     assert!(matches!(verdict, Verdict::Committed { .. }));
     assert_eq!(claimed.expect("claimed").len(), 1);
     assert_eq!(
