@@ -122,6 +122,17 @@ async fn superseded_pop_procedures_are_dropped_and_the_helpers_exist() {
         count(vec!["lease_live_v1", "log_cursor_advance_v1"]).await,
         2
     );
+    // PL/pgSQL since 018: an SQL function's UPDATE was re-planned on every ack.
+    let language: String = db
+        .query_one(
+            "SELECT l.lanname::text FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang \
+             WHERE p.proname = 'log_cursor_advance_v1'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(language, "plpgsql");
 }
 
 #[tokio::test]
