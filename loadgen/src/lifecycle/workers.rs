@@ -149,12 +149,12 @@ fn consumer_plans(cr: &CellRound<'_>, queue: &str) -> Vec<ConsumerPlan> {
     slots
         .enumerate()
         .filter(|(_, (_, _, k))| mine.contains(k))
-        .map(|(id, (group_index, group, _))| ConsumerPlan {
+        .map(|(id, (group_index, group, k))| ConsumerPlan {
             id: id as u32,
             group_index,
             group: group.filter(|g| g != QUEUE_MODE_GROUP),
             queue: queue.to_string(),
-            partitions: names.clone(),
+            partitions: partition_share(&names, k, c.count),
             named_partition: c.pop_route == PopRoute::Partition,
             pop_batch: c.pop_batch,
             partitions_per_pop: c.partitions_per_pop,
@@ -172,6 +172,22 @@ fn consumer_plans(cr: &CellRound<'_>, queue: &str) -> Vec<ConsumerPlan> {
             seed: cr.seed.wrapping_mul(31).wrapping_add(1000 + id as u64),
         })
         .collect()
+}
+
+/// The partitions consumer `k` of a group of `count` pops by name: every `count`-th partition
+/// from the `k`-th, so the group's consumers split the partitions between them and each
+/// partition has an owner (with more consumers than partitions, several share one). Rotating
+/// every consumer over all partitions made them collide on leased partitions: in queue mode
+/// three pops in four came back empty on deep-partitions.
+fn partition_share(names: &[String], k: u32, count: u32) -> Arc<[String]> {
+    let (n, count, k) = (names.len(), count.max(1) as usize, k as usize);
+    if n == 0 {
+        return Arc::from(Vec::new());
+    }
+    if count >= n {
+        return Arc::from(vec![names[k % n].clone()]);
+    }
+    names.iter().skip(k).step_by(count).cloned().collect()
 }
 
 /// A peer cell's plan: the scenario's producers and consumers, as the peer runs them.
@@ -206,5 +222,44 @@ pub async fn stop_workers(workers: Vec<JoinHandle<()>>) {
         if tokio::time::timeout_at(deadline, w).await.is_err() {
             abort.abort();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::partition_share;
+
+    fn names(n: usize) -> Vec<String> {
+        (0..n).map(|i| format!("p{i}")).collect()
+    }
+
+    #[test]
+    fn consumers_split_the_named_partitions_and_every_partition_has_an_owner() {
+        let all = names(10);
+        let shares: Vec<Vec<String>> = (0..4)
+            .map(|k| partition_share(&all, k, 4).to_vec())
+            .collect();
+        assert_eq!(shares[0], ["p0", "p4", "p8"]);
+        assert_eq!(shares[3], ["p3", "p7"]);
+        let mut owned: Vec<String> = shares.concat();
+        owned.sort();
+        let mut expected = all.clone();
+        expected.sort();
+        assert_eq!(owned, expected, "each partition exactly once");
+    }
+
+    #[test]
+    fn more_consumers_than_partitions_share_them() {
+        let all = names(4);
+        let shares: Vec<Vec<String>> = (0..6)
+            .map(|k| partition_share(&all, k, 6).to_vec())
+            .collect();
+        assert_eq!(shares[1], ["p1"]);
+        assert_eq!(shares[5], ["p1"]);
+        assert_eq!(
+            partition_share(&all, 2, 4).to_vec(),
+            ["p2"],
+            "one each when equal"
+        );
     }
 }

@@ -315,7 +315,8 @@ impl Producers {
 pub enum PopRoute {
     /// `GET /pop/queue/:queue`: any partition with messages and no live lease.
     Wildcard,
-    /// `GET /pop/queue/:queue/partition/:p`: each consumer cycles over its share of partitions.
+    /// `GET /pop/queue/:queue/partition/:p`: each consumer cycles over its share of partitions
+    /// (every `count`-th from its own index; see `lifecycle::workers::partition_share`).
     Partition,
 }
 
