@@ -128,6 +128,7 @@ fn fusions(config: &Config, pool: &Pool) -> (Option<AckFusion>, Option<PopFusion
             shards: config.ack_fusion_shards,
             hold: ack_hold,
             linger: Duration::from_millis(config.fusion_linger_ms),
+            linger_min_rate: config.fusion_linger_min_rate,
             max_ack_rows: config.ack_fusion_max_rows,
             ack_stats: Arc::clone(&ack_stats),
             pop_stats: Arc::clone(&pop_stats),

@@ -63,6 +63,10 @@ pub struct Config {
     /// commits: it pays at light, open-loop load and costs a closed loop its round trips
     /// (measured in the README).
     pub fusion_linger_ms: u64,
+    /// `QUEEN_FUSION_LINGER_MIN_RATE`: a lane lingers only while its smoothed arrival rate
+    /// (acks and pops per second) is at least this (0, the default: whenever the linger is set).
+    /// Below it a linger collects little and costs every round trip its wait.
+    pub fusion_linger_min_rate: u64,
     pub pop_fusion_hold_ms: u64,
     /// `QUEEN_SEGMENT_CACHE_MB`: decoded segments held for pops (0 turns the cache off).
     pub segment_cache_mb: usize,
@@ -194,6 +198,12 @@ impl Config {
             pop_fusion_hold_ms: vars.number("QUEEN_POP_FUSION_HOLD_MS", 3, 1, 60_000)?,
             fusion_joint: vars.flag("QUEEN_FUSION_JOINT", true)?,
             fusion_linger_ms: vars.number("QUEEN_FUSION_LINGER_MS", 0, 0, 1000)?,
+            fusion_linger_min_rate: vars.number(
+                "QUEEN_FUSION_LINGER_MIN_RATE",
+                0,
+                0,
+                10_000_000,
+            )?,
             segment_cache_mb: vars.number("QUEEN_SEGMENT_CACHE_MB", 256, 0, 1 << 20)?,
             encryption_key: encryption_key(&vars)?,
         })
@@ -341,6 +351,7 @@ mod tests {
             ("QUEEN_PUSH_BUNDLE_MAX", "many"),
             ("QUEEN_PUSH_FUSION_MAX_INFLIGHT", "0"),
             ("QUEEN_PUSH_FUSION_HOLD_MS", "0"),
+            ("QUEEN_FUSION_LINGER_MIN_RATE", "fast"),
             ("QUEEN_ENCRYPTION_KEY", "abc"),
             ("QUEEN_ENCRYPTION_KEY", &"g".repeat(64)),
         ] {

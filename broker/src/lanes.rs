@@ -47,6 +47,10 @@ pub struct LaneSettings {
     /// arriving close together at light load shares a commit (zero: flush at once). A busy lane
     /// never waits: what arrived during a flush goes in the next one at once.
     pub linger: Duration,
+    /// The arrival rate (work items per second, smoothed) below which an idle lane does not
+    /// linger (zero: it always does). At light load a linger collects little and every round
+    /// trip pays for it; above this rate it fills commits.
+    pub linger_min_rate: u64,
     /// Folded ack rows one flush carries at most.
     pub max_ack_rows: usize,
     pub ack_stats: Arc<FusionStats>,
@@ -89,12 +93,14 @@ type PopWaiter = (PopJob, oneshot::Sender<PopAnswer>);
 
 async fn lane_loop(mut inbox: mpsc::UnboundedReceiver<Work>, pool: Pool, s: Arc<LaneSettings>) {
     let (mut acks, mut pops): (Vec<AckWaiter>, Vec<PopWaiter>) = (Vec::new(), Vec::new());
+    let mut arrivals = ArrivalRate::new(Instant::now());
     loop {
         if acks.is_empty() && pops.is_empty() {
             match tokio::time::timeout(s.hold, inbox.recv()).await {
                 Ok(Some(w)) => {
+                    arrivals.record(1, Instant::now());
                     sort(w, &mut acks, &mut pops);
-                    if !s.linger.is_zero() {
+                    if !s.linger.is_zero() && arrivals.per_second() >= s.linger_min_rate as f64 {
                         tokio::time::sleep(s.linger).await;
                     }
                 }
@@ -102,12 +108,54 @@ async fn lane_loop(mut inbox: mpsc::UnboundedReceiver<Work>, pool: Pool, s: Arc<
                 Err(_) => continue, // the backstop tick: look again
             }
         }
+        let mut more = 0;
         while let Ok(w) = inbox.try_recv() {
             sort(w, &mut acks, &mut pops);
+            more += 1;
         }
+        arrivals.record(more, Instant::now());
         let ack_batch = ack_fusion::take_batch(&mut acks, s.max_ack_rows);
         let pop_batch: Vec<PopWaiter> = pops.drain(..pops.len().min(MAX_JOBS)).collect();
         flush(&pool, &s, ack_batch, pop_batch).await;
+    }
+}
+
+/// A lane's smoothed arrival rate: work items counted at each look at the inbox, over the time
+/// since the previous update, averaged with a half-life of 50 ms of elapsed time so that a
+/// burst or a lull changes it within a few flushes. Looks closer together than 100 µs are
+/// pooled into the next update.
+struct ArrivalRate {
+    last: Instant,
+    pending: usize,
+    per_second: f64,
+}
+
+impl ArrivalRate {
+    const HALF_LIFE_SECS: f64 = 0.05;
+    const MIN_INTERVAL_SECS: f64 = 0.0001;
+
+    fn new(now: Instant) -> ArrivalRate {
+        ArrivalRate {
+            last: now,
+            pending: 0,
+            per_second: 0.0,
+        }
+    }
+
+    fn record(&mut self, items: usize, now: Instant) {
+        self.pending += items;
+        let elapsed = now.saturating_duration_since(self.last).as_secs_f64();
+        if elapsed < Self::MIN_INTERVAL_SECS {
+            return;
+        }
+        let keep = 0.5f64.powf(elapsed / Self::HALF_LIFE_SECS);
+        let recent = self.pending as f64 / elapsed;
+        self.per_second = keep * self.per_second + (1.0 - keep) * recent;
+        (self.last, self.pending) = (now, 0);
+    }
+
+    fn per_second(&self) -> f64 {
+        self.per_second
     }
 }
 
@@ -240,5 +288,42 @@ fn deliver_pops(
                 let _ = w.send(Err(e.clone()));
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ArrivalRate;
+    use std::time::{Duration, Instant};
+
+    /// Feeds `items` every `gap` for `secs` seconds and returns the smoothed rate.
+    fn steady(rate: &mut ArrivalRate, start: Instant, gap: Duration, items: usize, secs: f64) {
+        let steps = (secs / gap.as_secs_f64()) as u32;
+        for k in 1..=steps {
+            rate.record(items, start + gap * k);
+        }
+    }
+
+    #[test]
+    fn a_steady_stream_converges_to_its_rate() {
+        let start = Instant::now();
+        let mut rate = ArrivalRate::new(start);
+        steady(&mut rate, start, Duration::from_millis(2), 3, 1.0);
+        assert!(
+            (rate.per_second() - 1500.0).abs() < 15.0,
+            "{}",
+            rate.per_second()
+        );
+    }
+
+    #[test]
+    fn a_lull_brings_it_down_and_a_burst_up_within_a_few_half_lives() {
+        let start = Instant::now();
+        let mut rate = ArrivalRate::new(start);
+        steady(&mut rate, start, Duration::from_micros(500), 4, 1.0); // 8 000/s
+        assert!(rate.per_second() > 7_500.0);
+        let later = start + Duration::from_secs(1);
+        steady(&mut rate, later, Duration::from_millis(10), 1, 0.3); // 100/s
+        assert!(rate.per_second() < 300.0, "{}", rate.per_second());
     }
 }

@@ -365,7 +365,7 @@ fn render_cache(out: &mut String, p: &PopSnapshot) {
 /// document records which engine each cell ran (the load generator keeps them as gauges).
 fn render_settings(out: &mut String, c: &Config) {
     let flag = |on: bool| u64::from(on);
-    let settings: [(&str, u64); 16] = [
+    let settings: [(&str, u64); 17] = [
         ("QUEEN_HOTLIST", flag(c.hotlist)),
         ("QUEEN_HOTLIST_RESEED_MS", c.hotlist_reseed_ms),
         ("QUEEN_POP_PENDING_GATE", flag(c.pop_pending_gate)),
@@ -374,6 +374,7 @@ fn render_settings(out: &mut String, c: &Config) {
         ("QUEEN_POP_FUSION_HOLD_MS", c.pop_fusion_hold_ms),
         ("QUEEN_FUSION_JOINT", flag(c.fusion_joint)),
         ("QUEEN_FUSION_LINGER_MS", c.fusion_linger_ms),
+        ("QUEEN_FUSION_LINGER_MIN_RATE", c.fusion_linger_min_rate),
         ("QUEEN_SEGMENT_CACHE_MB", c.segment_cache_mb as u64),
         ("QUEEN_PUSH_FUSION", flag(c.push_fusion)),
         ("QUEEN_PUSH_FUSION_SHARDS", c.push_fusion_shards as u64),

@@ -79,6 +79,7 @@ impl AckFusion {
             shards,
             hold,
             linger: Duration::ZERO,
+            linger_min_rate: 0,
             max_ack_rows: max_rows.max(1),
             ack_stats: stats.clone(),
             pop_stats: Arc::default(),

@@ -54,6 +54,7 @@ impl PopFusion {
             shards,
             hold,
             linger: Duration::ZERO,
+            linger_min_rate: 0,
             max_ack_rows: 1,
             ack_stats: Arc::new(FusionStats::default()),
             pop_stats: stats.clone(),
