@@ -367,10 +367,12 @@ async fn a_named_pop_finds_a_partition_whose_queue_was_deleted_and_created_again
     t.broker.shutdown().await;
 }
 
-/// Ack fusion and pop fusion sharing one lane on the test broker's database.
+/// Ack fusion and pop fusion sharing one lane on the test broker's database, lingering
+/// `linger` while the lane's arrival rate is at least `linger_min_rate` a second.
 fn joint_lanes(
     t: &TestBroker,
     linger: Duration,
+    linger_min_rate: u64,
 ) -> (
     ackbench_broker::ack::fusion::AckFusion,
     ackbench_broker::pop::fusion::PopFusion,
@@ -383,6 +385,7 @@ fn joint_lanes(
         shards: 1,
         hold: Duration::from_millis(3),
         linger,
+        linger_min_rate,
         max_ack_rows: usize::MAX,
         ack_stats: Arc::clone(&ack_stats),
         pop_stats: Arc::clone(&pop_stats),
@@ -441,7 +444,7 @@ async fn a_joint_flush_commits_an_ack_and_a_pop_that_claims_what_it_released() {
     let t = TestBroker::start().await;
     let (ack, job) = head_leased(&t, "joint").await;
     let pid = ack.partition;
-    let (acks, pops) = joint_lanes(&t, Duration::ZERO);
+    let (acks, pops) = joint_lanes(&t, Duration::ZERO, 0);
     // Both are enqueued before the lane task first runs (one-threaded test runtime).
     let (verdict, claimed) = tokio::join!(acks.submit(ack), pops.submit(job));
     assert_eq!(
@@ -482,7 +485,7 @@ async fn a_lingering_lane_puts_an_ack_and_a_later_pop_in_one_flush() {
 
     let t = TestBroker::start().await;
     let (ack, job) = head_leased(&t, "linger").await;
-    let (acks, pops) = joint_lanes(&t, Duration::from_millis(300));
+    let (acks, pops) = joint_lanes(&t, Duration::from_millis(300), 0);
     let pop = async {
         tokio::time::sleep(Duration::from_millis(20)).await;
         pops.submit(job).await
@@ -496,4 +499,35 @@ async fn a_lingering_lane_puts_an_ack_and_a_later_pop_in_one_flush() {
         "one flush took both"
     );
     assert_eq!(pops.stats.flushes.load(Relaxed), 1);
+}
+
+#[tokio::test]
+async fn a_lane_below_its_linger_rate_flushes_a_lone_ack_at_once() {
+    use ackbench_broker::ack::fusion::Verdict;
+    use std::sync::atomic::Ordering::Relaxed;
+
+    let t = TestBroker::start().await;
+    let (ack, job) = head_leased(&t, "no-linger").await;
+    // A lone arrival is far below a million a second: the 300 ms linger does not apply, so the
+    // ack's flush has started (or finished) before the pop arrives and each commits alone.
+    let (acks, pops) = joint_lanes(&t, Duration::from_millis(300), 1_000_000);
+    let pop = async {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        pops.submit(job).await
+    };
+    let (verdict, claimed) = tokio::join!(acks.submit(ack), pop);
+    assert!(matches!(verdict, Verdict::Committed { .. }));
+    assert_eq!(claimed.expect("claimed").len(), 1);
+    assert_eq!(
+        pops.stats.joint_flushes.load(Relaxed),
+        0,
+        "no flush took both"
+    );
+    assert_eq!(
+        (
+            acks.stats.flushes.load(Relaxed),
+            pops.stats.flushes.load(Relaxed)
+        ),
+        (1, 1)
+    );
 }
