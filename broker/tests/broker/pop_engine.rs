@@ -476,58 +476,44 @@ async fn a_joint_flush_commits_an_ack_and_a_pop_that_claims_what_it_released() {
     assert_eq!((committed, worker.as_deref()), (0, Some("next")));
 }
 
+/// On a joint lane with a 300 ms linger applied at `linger_min_rate` arrivals a second and
+/// above: an ack of a leased head, and 20 ms later a pop of the next message. Both must
+/// succeed; answers (ack flushes, pop flushes, joint flushes).
+async fn ack_then_pop_20_ms_later(name: &str, linger_min_rate: u64) -> (u64, u64, u64) {
+    use ackbench_broker::ack::fusion::Verdict;
+    use std::sync::atomic::Ordering::Relaxed;
+
+    let t = TestBroker::start().await;
+    let (ack, job) = head_leased(&t, name).await;
+    let (acks, pops) = joint_lanes(&t, Duration::from_millis(300), linger_min_rate);
+    let pop = async {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        pops.submit(job).await
+    };
+    let (verdict, claimed) = tokio::join!(acks.submit(ack), pop);
+    assert!(matches!(verdict, Verdict::Committed { .. }));
+    assert_eq!(claimed.expect("claimed").len(), 1);
+    let flushes = |c: &std::sync::atomic::AtomicU64| c.load(Relaxed);
+    (
+        flushes(&acks.stats.flushes),
+        flushes(&pops.stats.flushes),
+        flushes(&pops.stats.joint_flushes),
+    )
+}
+
 /// An idle joint lane lingers after a first arrival: an ack and a pop arriving 20 ms apart,
 /// inside a 300 ms linger, share one flush.
 #[tokio::test]
 async fn a_lingering_lane_puts_an_ack_and_a_later_pop_in_one_flush() {
-    use ackbench_broker::ack::fusion::Verdict;
-    use std::sync::atomic::Ordering::Relaxed;
-
-    let t = TestBroker::start().await;
-    let (ack, job) = head_leased(&t, "linger").await;
-    let (acks, pops) = joint_lanes(&t, Duration::from_millis(300), 0);
-    let pop = async {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-        pops.submit(job).await
-    };
-    let (verdict, claimed) = tokio::join!(acks.submit(ack), pop);
-    assert!(matches!(verdict, Verdict::Committed { .. }));
-    assert_eq!(claimed.expect("claimed").len(), 1);
-    assert_eq!(
-        pops.stats.joint_flushes.load(Relaxed),
-        1,
-        "one flush took both"
-    );
-    assert_eq!(pops.stats.flushes.load(Relaxed), 1);
+    assert_eq!(ack_then_pop_20_ms_later("linger", 0).await, (1, 1, 1));
 }
 
+/// A lone arrival is far below a million a second: the linger does not apply, so the ack's
+/// flush has started (or finished) before the pop arrives and each commits alone.
 #[tokio::test]
 async fn a_lane_below_its_linger_rate_flushes_a_lone_ack_at_once() {
-    use ackbench_broker::ack::fusion::Verdict;
-    use std::sync::atomic::Ordering::Relaxed;
-
-    let t = TestBroker::start().await;
-    let (ack, job) = head_leased(&t, "no-linger").await;
-    // A lone arrival is far below a million a second: the 300 ms linger does not apply, so the
-    // ack's flush has started (or finished) before the pop arrives and each commits alone.
-    let (acks, pops) = joint_lanes(&t, Duration::from_millis(300), 1_000_000);
-    let pop = async {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-        pops.submit(job).await
-    };
-    let (verdict, claimed) = tokio::join!(acks.submit(ack), pop);
-    assert!(matches!(verdict, Verdict::Committed { .. }));
-    assert_eq!(claimed.expect("claimed").len(), 1);
     assert_eq!(
-        pops.stats.joint_flushes.load(Relaxed),
-        0,
-        "no flush took both"
-    );
-    assert_eq!(
-        (
-            acks.stats.flushes.load(Relaxed),
-            pops.stats.flushes.load(Relaxed)
-        ),
-        (1, 1)
+        ack_then_pop_20_ms_later("no-linger", 1_000_000).await,
+        (1, 1, 0)
     );
 }
