@@ -16,7 +16,7 @@ use crate::gates::{self, baseline::Baseline, export};
 use crate::lifecycle::faults::refuse_unavailable;
 use crate::lifecycle::target::Env;
 use crate::options::{CapacityOptions, RunOptions};
-use crate::run::{self, audit_words};
+use crate::run::{self, audit_words, figure_text};
 use crate::scenario::{Cell, Overrides, Scenario};
 use crate::shard::{self, Shard};
 
@@ -493,10 +493,10 @@ pub fn report(results: &Path, compare: Option<&Path>, out: Option<&Path>) -> u8 
 /// An accelerator's figure for the terminal: `off` where the cell runs without it, `—` where it
 /// was not measured.
 fn accelerator_figure(on: bool, value: f64, decimals: usize) -> String {
-    match (on, value.is_finite()) {
-        (false, _) => "off".into(),
-        (true, false) => "—".into(),
-        (true, true) => format!("{value:.decimals$}"),
+    if on {
+        figure_text(value, decimals)
+    } else {
+        "off".into()
     }
 }
 
@@ -527,19 +527,19 @@ fn print_summary(results: &Results) {
                 .unwrap_or(f64::NAN)
         };
         println!(
-            "{:<16} {:>9.0} {:>9.0} {:>9.0} {:>9.3} {:>10.3} {:>9.3} {:>10.4} {:>7} {:>9} {:>9.2} {:>9.2}  {}",
+            "{:<16} {:>9} {:>9} {:>9} {:>9} {:>10} {:>9} {:>10} {:>7} {:>9} {:>9} {:>9}  {}",
             c.name,
-            f.ack_throughput.median,
-            f.push_throughput.median,
-            f.commits_per_sec.median,
-            f.commits_per_ack.median,
-            f.ack_commits_per_ack.median,
-            f.wal_syncs_per_ack.median,
-            f.pg_exec_ms_per_ack.median,
+            figure_text(f.ack_throughput.median, 0),
+            figure_text(f.push_throughput.median, 0),
+            figure_text(f.commits_per_sec.median, 0),
+            figure_text(f.commits_per_ack.median, 3),
+            figure_text(f.ack_commits_per_ack.median, 3),
+            figure_text(f.wal_syncs_per_ack.median, 3),
+            figure_text(f.pg_exec_ms_per_ack.median, 4),
             accelerator_figure(c.registry, f.registry_hit_rate.median, 2),
             accelerator_figure(c.fusion, f.fusion_rows_per_commit.median, 1),
-            lat(|p| p.p50),
-            lat(|p| p.p99),
+            figure_text(lat(|p| p.p50), 2),
+            figure_text(lat(|p| p.p99), 2),
             audit_words(&c.summary.audit)
         );
     }

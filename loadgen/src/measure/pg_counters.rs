@@ -122,8 +122,13 @@ impl PgSnapshot {
         })
     }
 
-    /// `self - earlier`, counter by counter.
+    /// `self - earlier`, counter by counter; every counter unknown (NaN) when PostgreSQL's
+    /// counters were reset in between (a crash restart loses them), since a delta across a
+    /// reset is meaningless, not zero or negative.
     pub fn since(&self, earlier: &PgSnapshot) -> PgSnapshot {
+        if self.counters_reset_since(earlier) {
+            return PgSnapshot::nan();
+        }
         let mut statements = BTreeMap::new();
         for (name, now) in &self.statements {
             let before = earlier.statements.get(name).copied().unwrap_or_default();
@@ -148,8 +153,22 @@ impl PgSnapshot {
         }
     }
 
-    /// Top-level calls of the ack procedures.
+    /// Whether a counter went backwards between `earlier` and `self`.
+    fn counters_reset_since(&self, earlier: &PgSnapshot) -> bool {
+        let went_back = |now: f64, before: f64| now < before;
+        went_back(self.xact_commit, earlier.xact_commit)
+            || went_back(self.wal_records, earlier.wal_records)
+            || self.statements.iter().any(|(name, now)| {
+                let before = earlier.statements.get(name);
+                before.is_some_and(|b| went_back(now.calls, b.calls))
+            })
+    }
+
+    /// Top-level calls of the ack procedures (NaN when the counters are unknown).
     pub fn ack_calls(&self) -> f64 {
+        if self.xact_commit.is_nan() {
+            return f64::NAN;
+        }
         ACK_PROCEDURES
             .iter()
             .filter_map(|p| self.statements.get(*p))
@@ -157,8 +176,11 @@ impl PgSnapshot {
             .sum()
     }
 
-    /// Execution ms of the ack procedures.
+    /// Execution ms of the ack procedures (NaN when the counters are unknown).
     pub fn ack_exec_ms(&self) -> f64 {
+        if self.xact_commit.is_nan() {
+            return f64::NAN;
+        }
         ACK_PROCEDURES
             .iter()
             .filter_map(|p| self.statements.get(*p))
@@ -328,5 +350,28 @@ mod tests {
         );
         assert_eq!(d.ack_calls(), 6.0);
         assert_eq!(d.ack_exec_ms(), 2.5);
+
+        // A crash restart in the window: the counters start again from zero.
+        let mut after_restart = b.clone();
+        after_restart.xact_commit = 4.0;
+        after_restart
+            .statements
+            .get_mut("log_ack_at_v1")
+            .unwrap()
+            .calls = 1.0;
+        let lost = after_restart.since(&a);
+        assert!(lost.xact_commit.is_nan() && lost.wal_syncs.is_nan());
+        assert!(lost.ack_calls().is_nan() && lost.ack_exec_ms().is_nan());
+        assert!(lost.statements.is_empty());
+        let mut statements_only = b.clone();
+        statements_only
+            .statements
+            .get_mut("log_ack_at_v1")
+            .unwrap()
+            .calls = 1.0;
+        assert!(
+            statements_only.since(&a).ack_calls().is_nan(),
+            "pg_stat_statements reset"
+        );
     }
 }

@@ -234,19 +234,30 @@ pub fn summary(rounds: &[RoundResults]) -> Summary {
 
 fn one_line(cr: &CellRound<'_>, r: &RoundResults) -> String {
     let f = &r.figures;
+    let ack_p99 = f.latency_ms.get("ack").map(|p| p.p99).unwrap_or(f64::NAN);
     format!(
-        "[{}] {} r{}: ack {:.0}/s, push {:.0}/s, ack commits/ack {:.3}, commits/ack {:.3}, pg ms/ack {:.4}, ack p99 {:.2} ms, audit {}",
+        "[{}] {} r{}: ack {}/s, push {}/s, ack commits/ack {}, commits/ack {}, pg ms/ack {}, ack p99 {} ms, audit {}",
         cr.scenario.name,
         cr.name,
         cr.round,
-        f.ack_throughput,
-        f.push_throughput,
-        f.ack_commits_per_ack,
-        f.commits_per_ack,
-        f.pg_exec_ms_per_ack,
-        f.latency_ms.get("ack").map(|p| p.p99).unwrap_or(f64::NAN),
+        figure_text(f.ack_throughput, 0),
+        figure_text(f.push_throughput, 0),
+        figure_text(f.ack_commits_per_ack, 3),
+        figure_text(f.commits_per_ack, 3),
+        figure_text(f.pg_exec_ms_per_ack, 4),
+        figure_text(ack_p99, 2),
         audit_words(&r.audit)
     )
+}
+
+/// A figure for the terminal with `decimals` places, or `—` when it was not measured (NaN:
+/// no counter readable, or PostgreSQL's counters reset by a restart in the window).
+pub fn figure_text(v: f64, decimals: usize) -> String {
+    if v.is_nan() {
+        "—".to_string()
+    } else {
+        format!("{v:.decimals$}")
+    }
 }
 
 pub fn audit_words(a: &Audit) -> String {
