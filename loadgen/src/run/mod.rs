@@ -9,8 +9,8 @@ use std::time::SystemTime;
 use tokio::sync::watch;
 
 use ackbench_reports::results::{
-    summarize, Audit, CellResults, Figures, Results, RoundResults, RunMeta, Summary, TopologyMeta,
-    SCHEMA_VERSION,
+    summarize, Audit, CellResults, Figures, Results, RoundResults, RunMeta, SecondSample, Summary,
+    TopologyMeta, SCHEMA_VERSION,
 };
 use ackbench_reports::stats::{decode_histogram, encode_histogram};
 
@@ -106,6 +106,7 @@ pub async fn run(
     let mut per_cell: Vec<Vec<RoundResults>> = vec![Vec::new(); cells.len()];
     let mut progress = Progress::default();
     let mut complete = true;
+    let mut dry_warnings = Vec::new();
     'rounds: for round in 1..=rounds {
         for (i, planned) in cells.iter().enumerate() {
             if *cancel.borrow() {
@@ -125,6 +126,10 @@ pub async fn run(
             };
             let r = cell::run(env, &cr, &cancel, &mut progress).await?;
             progress.say(&one_line(&cr, &r));
+            if let Some(warning) = ran_dry_warning(&cr, &r) {
+                progress.say(&warning);
+                dry_warnings.push(warning);
+            }
             complete &= r.complete;
             per_cell[i].push(r);
         }
@@ -147,6 +152,8 @@ pub async fn run(
             rounds,
         })
         .collect();
+    let mut meta = with_wire_variants(crate::meta::run_meta(scenario, env), wire_variants);
+    meta.notes.extend(dry_warnings);
     Ok(Results {
         schema_version: SCHEMA_VERSION,
         complete,
@@ -156,7 +163,7 @@ pub async fn run(
             seed,
             rounds,
             cell_order,
-            ..with_wire_variants(crate::meta::run_meta(scenario, env), wire_variants)
+            ..meta
         },
         cells,
         gates: Vec::new(),
@@ -250,6 +257,26 @@ fn one_line(cr: &CellRound<'_>, r: &RoundResults) -> String {
     )
 }
 
+/// A drain scenario's (no producers) warning when its backlog reached zero before the measured
+/// window ended: the consumers then idled, so the window's ack/s understates the drain rate.
+fn ran_dry_warning(cr: &CellRound<'_>, r: &RoundResults) -> Option<String> {
+    if cr.scenario.producers.count > 0 {
+        return None;
+    }
+    let at = ran_dry_at(&r.series)?;
+    Some(format!(
+        "[{}] {} r{}: the backlog ran dry {at:.0} s into the {:.0} s window, so its ack/s understates the drain rate: raise prefill.messages_per_partition",
+        cr.scenario.name, cr.name, cr.round, r.window_secs
+    ))
+}
+
+/// The second at which the backlog first read zero, when that was before the window's last
+/// second (a backlog emptied by the very end is a drain that lasted).
+fn ran_dry_at(series: &[SecondSample]) -> Option<f64> {
+    let (_, before_last) = series.split_last()?;
+    before_last.iter().find(|s| s.backlog == 0.0).map(|s| s.t)
+}
+
 /// A figure for the terminal with `decimals` places, or `—` when it was not measured (NaN:
 /// no counter readable, or PostgreSQL's counters reset by a restart in the window).
 pub fn figure_text(v: f64, decimals: usize) -> String {
@@ -287,4 +314,30 @@ pub fn audit_words(a: &Audit) -> String {
 
 pub fn now_iso() -> String {
     humantime::format_rfc3339_micros(SystemTime::now()).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ran_dry_at;
+    use ackbench_reports::results::SecondSample;
+
+    fn series(backlogs: &[f64]) -> Vec<SecondSample> {
+        backlogs
+            .iter()
+            .enumerate()
+            .map(|(i, &backlog)| SecondSample {
+                t: i as f64 + 1.0,
+                backlog,
+                ..Default::default()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_backlog_emptied_inside_the_window_ran_dry_and_one_emptied_at_its_end_did_not() {
+        assert_eq!(ran_dry_at(&series(&[400.0, 100.0, 0.0, 0.0])), Some(3.0));
+        assert_eq!(ran_dry_at(&series(&[400.0, 200.0, 100.0, 0.0])), None);
+        assert_eq!(ran_dry_at(&series(&[400.0, 300.0])), None);
+        assert_eq!(ran_dry_at(&[]), None);
+    }
 }
