@@ -476,6 +476,80 @@ async fn a_joint_flush_commits_an_ack_and_a_pop_that_claims_what_it_released() {
     assert_eq!((committed, worker.as_deref()), (0, Some("next")));
 }
 
+/// A consumer group PostgreSQL cannot take as text (a NUL byte): the statement carrying it
+/// fails when its parameters are bound, which aborts the joint transaction.
+const UNBINDABLE_GROUP: &str = "bad\0group";
+
+/// A joint flush whose pop part fails rolls back, and its acks commit again on their own: the
+/// pop's failure never costs the ack its commit.
+#[tokio::test]
+async fn a_joint_flush_whose_pops_fail_still_commits_its_acks() {
+    use ackbench_broker::ack::fusion::Verdict;
+    use std::sync::atomic::Ordering::Relaxed;
+
+    let t = TestBroker::start().await;
+    let (ack, mut job) = head_leased(&t, "joint-pop-fails").await;
+    let pid = ack.partition;
+    job.group = UNBINDABLE_GROUP.into();
+    let (acks, pops) = joint_lanes(&t, Duration::ZERO, 0);
+    let (verdict, claimed) = tokio::join!(acks.submit(ack), pops.submit(job));
+    assert_eq!(
+        verdict,
+        Verdict::Committed {
+            acked: 1,
+            lease_released: true
+        }
+    );
+    assert!(
+        claimed.is_err(),
+        "the pop part failed: {:?}",
+        claimed.map(|r| r.len())
+    );
+    assert_eq!(pops.stats.joint_flushes.load(Relaxed), 1);
+    let row = t
+        .sql()
+        .await
+        .query_one(
+            "SELECT committed, worker_id FROM queen.log_consumers WHERE partition_id = $1",
+            &[&pid],
+        )
+        .await
+        .unwrap();
+    let (committed, worker): (i64, Option<String>) = (row.get(0), row.get(1));
+    assert_eq!((committed, worker), (0, None), "the ack committed alone");
+}
+
+/// A joint flush whose ack part fails rolls back, and its pops claim again on their own.
+#[tokio::test]
+async fn a_joint_flush_whose_acks_fail_still_claims_its_pops() {
+    use ackbench_broker::ack::fusion::Verdict;
+    use std::sync::atomic::Ordering::Relaxed;
+
+    let t = TestBroker::start().await;
+    let (mut ack, mut job) = head_leased(&t, "joint-ack-fails").await;
+    ack.group = UNBINDABLE_GROUP.into();
+    t.http.push("joint-ack-fails", &[("b", "b-0")]).await;
+    let other: uuid::Uuid = t
+        .sql()
+        .await
+        .query_one(
+            "SELECT p.id FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id \
+             WHERE q.name = 'joint-ack-fails' AND p.name = 'b'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    job.candidates = vec![other];
+    let (acks, pops) = joint_lanes(&t, Duration::ZERO, 0);
+    let (verdict, claimed) = tokio::join!(acks.submit(ack), pops.submit(job));
+    assert!(matches!(verdict, Verdict::FlushErr(_)), "{verdict:?}");
+    assert_eq!(pops.stats.joint_flushes.load(Relaxed), 1);
+    let rows = claimed.expect("the pops claimed on their own");
+    assert_eq!(rows.len(), 1);
+    assert_eq!((rows[0].partition_id, rows[0].span_start), (other, 0));
+}
+
 /// On a joint lane with a 300 ms linger applied at `linger_min_rate` arrivals a second and
 /// above: an ack of a leased head, and 20 ms later a pop of the next message. Both must
 /// succeed; answers (ack flushes, pop flushes, joint flushes).
