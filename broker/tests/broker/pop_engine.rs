@@ -434,35 +434,15 @@ async fn head_leased(
     (ack, job)
 }
 
-/// With ack fusion and pop fusion sharing lanes, an ack and a pop waiting together commit in
-/// one transaction, acks first: the pop claims what the ack just released.
-#[tokio::test]
-async fn a_joint_flush_commits_an_ack_and_a_pop_that_claims_what_it_released() {
-    use ackbench_broker::ack::fusion::Verdict;
-    use std::sync::atomic::Ordering::Relaxed;
+/// The verdict of an ack of the one leased message: the cursor moved and the lease ended.
+const ACKED_ONE_AND_RELEASED: ackbench_broker::ack::fusion::Verdict =
+    ackbench_broker::ack::fusion::Verdict::Committed {
+        acked: 1,
+        lease_released: true,
+    };
 
-    let t = TestBroker::start().await;
-    let (ack, job) = head_leased(&t, "joint").await;
-    let pid = ack.partition;
-    let (acks, pops) = joint_lanes(&t, Duration::ZERO, 0);
-    // Both are enqueued before the lane task first runs (one-threaded test runtime).
-    let (verdict, claimed) = tokio::join!(acks.submit(ack), pops.submit(job));
-    assert_eq!(
-        verdict,
-        Verdict::Committed {
-            acked: 1,
-            lease_released: true
-        }
-    );
-    let rows = claimed.expect("the pop part committed");
-    assert_eq!(
-        rows.len(),
-        1,
-        "the pop claimed the partition the ack released"
-    );
-    assert_eq!((rows[0].span_start, rows[0].span_end), (1, 1));
-    assert_eq!(pops.stats.joint_flushes.load(Relaxed), 1);
-    assert_eq!(acks.stats.flushes.load(Relaxed), 1);
+/// The queue-mode consumer row of partition `pid`: its committed offset and lease holder.
+async fn cursor_and_lease(t: &TestBroker, pid: uuid::Uuid) -> (i64, Option<String>) {
     let row = t
         .sql()
         .await
@@ -472,7 +452,32 @@ async fn a_joint_flush_commits_an_ack_and_a_pop_that_claims_what_it_released() {
         )
         .await
         .unwrap();
-    let (committed, worker): (i64, Option<String>) = (row.get(0), row.get(1));
+    (row.get(0), row.get(1))
+}
+
+/// With ack fusion and pop fusion sharing lanes, an ack and a pop waiting together commit in
+/// one transaction, acks first: the pop claims what the ack just released.
+#[tokio::test]
+async fn a_joint_flush_commits_an_ack_and_a_pop_that_claims_what_it_released() {
+    use std::sync::atomic::Ordering::Relaxed;
+
+    let t = TestBroker::start().await;
+    let (ack, job) = head_leased(&t, "joint").await;
+    let pid = ack.partition;
+    let (acks, pops) = joint_lanes(&t, Duration::ZERO, 0);
+    // Both are enqueued before the lane task first runs (one-threaded test runtime).
+    let (verdict, claimed) = tokio::join!(acks.submit(ack), pops.submit(job));
+    assert_eq!(verdict, ACKED_ONE_AND_RELEASED);
+    let rows = claimed.expect("the pop part committed");
+    assert_eq!(
+        rows.len(),
+        1,
+        "the pop claimed the partition the ack released"
+    );
+    assert_eq!((rows[0].span_start, rows[0].span_end), (1, 1));
+    assert_eq!(pops.stats.joint_flushes.load(Relaxed), 1);
+    assert_eq!(acks.stats.flushes.load(Relaxed), 1);
+    let (committed, worker) = cursor_and_lease(&t, pid).await;
     assert_eq!((committed, worker.as_deref()), (0, Some("next")));
 }
 
@@ -484,7 +489,6 @@ const UNBINDABLE_GROUP: &str = "bad\0group";
 /// pop's failure never costs the ack its commit.
 #[tokio::test]
 async fn a_joint_flush_whose_pops_fail_still_commits_its_acks() {
-    use ackbench_broker::ack::fusion::Verdict;
     use std::sync::atomic::Ordering::Relaxed;
 
     let t = TestBroker::start().await;
@@ -493,29 +497,14 @@ async fn a_joint_flush_whose_pops_fail_still_commits_its_acks() {
     job.group = UNBINDABLE_GROUP.into();
     let (acks, pops) = joint_lanes(&t, Duration::ZERO, 0);
     let (verdict, claimed) = tokio::join!(acks.submit(ack), pops.submit(job));
-    assert_eq!(
-        verdict,
-        Verdict::Committed {
-            acked: 1,
-            lease_released: true
-        }
-    );
+    assert_eq!(verdict, ACKED_ONE_AND_RELEASED);
     assert!(
         claimed.is_err(),
         "the pop part failed: {:?}",
         claimed.map(|r| r.len())
     );
     assert_eq!(pops.stats.joint_flushes.load(Relaxed), 1);
-    let row = t
-        .sql()
-        .await
-        .query_one(
-            "SELECT committed, worker_id FROM queen.log_consumers WHERE partition_id = $1",
-            &[&pid],
-        )
-        .await
-        .unwrap();
-    let (committed, worker): (i64, Option<String>) = (row.get(0), row.get(1));
+    let (committed, worker) = cursor_and_lease(&t, pid).await;
     assert_eq!((committed, worker), (0, None), "the ack committed alone");
 }
 
