@@ -155,36 +155,34 @@ impl PgSnapshot {
 
     /// Whether a counter went backwards between `earlier` and `self`.
     fn counters_reset_since(&self, earlier: &PgSnapshot) -> bool {
-        let went_back = |now: f64, before: f64| now < before;
-        went_back(self.xact_commit, earlier.xact_commit)
-            || went_back(self.wal_records, earlier.wal_records)
+        self.xact_commit < earlier.xact_commit
+            || self.wal_records < earlier.wal_records
             || self.statements.iter().any(|(name, now)| {
                 let before = earlier.statements.get(name);
-                before.is_some_and(|b| went_back(now.calls, b.calls))
+                before.is_some_and(|b| now.calls < b.calls)
             })
     }
 
     /// Top-level calls of the ack procedures (NaN when the counters are unknown).
     pub fn ack_calls(&self) -> f64 {
-        if self.xact_commit.is_nan() {
-            return f64::NAN;
-        }
-        ACK_PROCEDURES
-            .iter()
-            .filter_map(|p| self.statements.get(*p))
-            .map(|s| s.calls)
-            .sum()
+        self.ack_total(|s| s.calls)
     }
 
     /// Execution ms of the ack procedures (NaN when the counters are unknown).
     pub fn ack_exec_ms(&self) -> f64 {
+        self.ack_total(|s| s.total_exec_ms)
+    }
+
+    /// `counter` summed over the ack procedures; NaN for a snapshot whose counters are unknown
+    /// (`PgSnapshot::nan`, which has no statements to sum).
+    fn ack_total(&self, counter: fn(&StatementCounters) -> f64) -> f64 {
         if self.xact_commit.is_nan() {
             return f64::NAN;
         }
         ACK_PROCEDURES
             .iter()
             .filter_map(|p| self.statements.get(*p))
-            .map(|s| s.total_exec_ms)
+            .map(counter)
             .sum()
     }
 }

@@ -278,9 +278,10 @@ fn ran_dry_at(series: &[SecondSample]) -> Option<f64> {
 }
 
 /// A figure for the terminal with `decimals` places, or `—` when it was not measured (NaN:
-/// no counter readable, or PostgreSQL's counters reset by a restart in the window).
+/// no counter readable, or PostgreSQL's counters reset by a restart in the window) or is not
+/// finite, as the report writes it.
 pub fn figure_text(v: f64, decimals: usize) -> String {
-    if v.is_nan() {
+    if !v.is_finite() {
         "—".to_string()
     } else {
         format!("{v:.decimals$}")
