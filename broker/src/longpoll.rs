@@ -8,10 +8,11 @@
 //! gets its own wake-ups). A waiter registers interest before it queries, so a push landing
 //! between its empty query and its wait is never missed. An ack that releases a lease wakes one
 //! waiter of its group too: the rest of that partition became poppable without any push (the
-//! partition's queue is learned from the pops that delivered it). Pushes through another broker
-//! and lease expiries are picked up by the pop's periodic re-check. Deleting a queue closes the
-//! slots parked on it (and on its named partitions) and wakes all their waiters, which answer
-//! empty at once; later pops park on fresh slots.
+//! partition's queue is learned from the pops that delivered it), and so do partitions a pop took
+//! as candidates and gave back unexamined. Pushes through another broker and lease expiries are
+//! picked up by the pop's periodic re-check. Deleting a queue closes the slots parked on it (and
+//! on its named partitions) and wakes all their waiters, which answer empty at once; later pops
+//! park on fresh slots.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -107,6 +108,28 @@ impl LongPoll {
         ] {
             if let Some(slot) = map.get(&scope).and_then(|groups| groups.get(group)) {
                 if slot.parked.load(Ordering::SeqCst) > 0 {
+                    slot.notify.notify_one();
+                }
+            }
+        }
+    }
+
+    /// `n` partitions of `queue` were listed again for `group` without a push or a release (a
+    /// pop took them as candidates and gave them back unexamined): wakes up to `n` waiters of
+    /// that group parked on the queue or the tenant's discovery scope, so the partitions do not
+    /// wait for a re-check.
+    pub fn relisted(&self, tenant: Uuid, queue: &str, group: &str, n: usize) {
+        if n == 0 {
+            return;
+        }
+        let map = self.slots.lock().expect("long-poll lock");
+        for scope in [
+            Scope::Queue(tenant, queue.to_string()),
+            Scope::AnyQueueOf(tenant),
+        ] {
+            if let Some(slot) = map.get(&scope).and_then(|groups| groups.get(group)) {
+                let waiting = slot.parked.load(Ordering::SeqCst);
+                for _ in 0..waiting.min(n) {
                     slot.notify.notify_one();
                 }
             }

@@ -425,6 +425,7 @@ async fn claim_candidates(
                 .filter(|c| !rows.iter().any(|r| r.partition_id == *c))
                 .collect();
             hot.put_back(key, group, &rest);
+            app.long_poll.relisted(key.0, &key.1, group, rest.len());
         }
     }
     decode_rows(app, rows)

@@ -580,3 +580,40 @@ async fn a_lane_below_its_linger_rate_flushes_a_lone_ack_at_once() {
         (1, 1, 0)
     );
 }
+
+/// A pop of one partition takes two candidates and gives back the one it did not examine. A
+/// long-poll that parked meanwhile (it found both taken) is woken by that give-back and claims
+/// the partition at once, without waiting for its re-check.
+#[tokio::test]
+async fn candidates_given_back_wake_a_long_poll_parked_meanwhile() {
+    let t = TestBroker::start_with(|c| {
+        c.hotlist = true;
+        c.pop_pending_gate = true;
+        c.pop_fusion = true;
+        c.fusion_linger_ms = 200;
+        c.fusion_linger_min_rate = 0;
+    })
+    .await;
+    t.http.push("giveback", &[("p0", "a"), ("p1", "b")]).await;
+    let http = t.http.clone();
+    let first = tokio::spawn(async move { pop_wildcard(&http, "giveback", "batch=1").await });
+    // The first pop seeds the list and sits in the lane's 200 ms linger holding both partitions.
+    tokio::time::sleep(Duration::from_millis(40)).await;
+    let seeds = metric(&t.http, "queen_pop_hotlist_seeds_total").await;
+    assert_eq!(seeds, 1.0, "the first pop seeded the list");
+    let parked = pop_wildcard(&t.http, "giveback", "batch=1&wait=true&timeout=5000").await;
+    let first = first.await.unwrap();
+    let mut got: Vec<String> = txns(&first).into_iter().chain(txns(&parked)).collect();
+    got.sort();
+    assert_eq!(got, ["a", "b"], "each pop delivered one message");
+    assert_eq!(
+        metric(&t.http, "queen_long_poll_woken_total").await,
+        1.0,
+        "the give-back woke the parked pop (its re-check would have found the partition too, later)"
+    );
+    assert_eq!(
+        metric(&t.http, "queen_pop_hotlist_seeds_total").await,
+        seeds,
+        "no reseed"
+    );
+}
