@@ -187,20 +187,24 @@ impl CellContext {
     }
 }
 
-/// A producer's send times: open loop, batch `seq` is due at `start + seq × interval` (latency
-/// counts from then, so a stalled target cannot hide behind a slowed client); closed loop,
-/// now.
+/// A producer's send times: open loop, batch `seq` is due at `start + (seq + phase) ×
+/// interval` (latency counts from then, so a stalled target cannot hide behind a slowed
+/// client); closed loop, now. Producer `index` of `of` is offset by `index / of` of an
+/// interval, so the producers together offer evenly spaced pushes rather than `of` at a time.
 pub struct Schedule {
     start: std::time::Instant,
     interval: Option<std::time::Duration>,
+    phase: f64,
 }
 
 impl Schedule {
-    /// `rate` messages/s in batches of `batch` (`None`: closed loop).
-    pub fn new(rate: Option<f64>, batch: u32) -> Schedule {
+    /// `rate` messages/s in batches of `batch` (`None`: closed loop), for producer `index` of
+    /// `of`.
+    pub fn new(rate: Option<f64>, batch: u32, index: u32, of: u32) -> Schedule {
         Schedule {
             start: std::time::Instant::now(),
             interval: rate.map(|r| std::time::Duration::from_secs_f64(batch as f64 / r)),
+            phase: (index % of.max(1)) as f64 / of.max(1) as f64,
         }
     }
 
@@ -212,7 +216,7 @@ impl Schedule {
     pub async fn due(&self, seq: u64) -> std::time::Instant {
         match self.interval {
             Some(iv) => {
-                let at = self.start + iv.mul_f64(seq as f64);
+                let at = self.start + iv.mul_f64(seq as f64 + self.phase);
                 tokio::time::sleep_until(at.into()).await;
                 at
             }

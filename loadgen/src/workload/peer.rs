@@ -167,7 +167,7 @@ async fn produce(plan: PeerPlan, id: u32, ctx: Arc<CellContext>) {
         Ok(c) => c,
         Err(e) => return ctx.error(e),
     };
-    let schedule = Schedule::new(plan.rate, plan.batch);
+    let schedule = Schedule::new(plan.rate, plan.batch, id, plan.producers);
     let mut writer = BatchWriter::new(&plan, format!("{}-{id}", plan.tag), plan.batch);
     let mut seq = 0u64;
     while matches!(ctx.phase(), Phase::Warmup | Phase::Measure) {

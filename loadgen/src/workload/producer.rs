@@ -29,6 +29,9 @@ pub struct ProducerPlan {
     pub payload_bytes: u32,
     /// Messages per second for this producer (open loop); `None` = closed loop.
     pub rate: Option<f64>,
+    /// How many producers the scenario runs in all (across shards): the round robin and the
+    /// open-loop phases are shared among them.
+    pub producers: u32,
     pub random_partitions: bool,
     /// Makes transactionIds unique across cells and rounds.
     pub tag: String,
@@ -37,10 +40,9 @@ pub struct ProducerPlan {
 
 pub async fn run(plan: ProducerPlan, ctx: Arc<CellContext>) {
     let mut rng = fastrand::Rng::with_seed(plan.seed);
-    let schedule = Schedule::new(plan.rate, plan.batch);
+    let schedule = Schedule::new(plan.rate, plan.batch, plan.id, plan.producers);
     let mut seq: u64 = 0;
     let count = plan.partitions.len().max(1) as u32;
-    let mut next_partition = plan.id % count;
     let mut pusher = Pusher::new(&plan, &ctx);
     while matches!(ctx.phase(), Phase::Warmup | Phase::Measure) {
         let Some((intended, _in_flight)) = schedule.next_push(&ctx, seq).await else {
@@ -49,8 +51,7 @@ pub async fn run(plan: ProducerPlan, ctx: Arc<CellContext>) {
         let partition = if plan.random_partitions {
             rng.u32(0..count)
         } else {
-            next_partition = (next_partition + 1) % count;
-            next_partition
+            round_robin_partition(plan.id, plan.producers, seq, count)
         };
         let intended_us = now_us().saturating_sub(intended.elapsed().as_micros() as u64);
         pusher.writer.write(seq, partition, Some(intended_us));
@@ -74,6 +75,17 @@ pub async fn run(plan: ProducerPlan, ctx: Arc<CellContext>) {
         }
         seq += 1;
     }
+}
+
+/// The partition of producer `id`'s push `seq` under `round_robin`: the producers take turns in
+/// one shared rotation (push `seq` of every producer, then push `seq + 1`, ...), so pushes that
+/// are due together go to different partitions and every partition gets one push per
+/// `partitions` pushes. Each producer walking the partitions on its own from its own start made
+/// producers due together pile onto the same partition one after another: with 8 producers, 8
+/// pushes in a row into one partition and then none for `partitions` intervals.
+pub fn round_robin_partition(id: u32, producers: u32, seq: u64, partitions: u32) -> u32 {
+    let turn = seq * producers.max(1) as u64 + id as u64;
+    (turn % partitions.max(1) as u64) as u32
 }
 
 /// A producer's connection and body writer.
@@ -244,10 +256,31 @@ mod tests {
             batch: 2,
             payload_bytes: 4,
             rate: None,
+            producers: 4,
             random_partitions: false,
             tag: "cell_r1".into(),
             seed: 1,
         }
+    }
+
+    #[test]
+    fn round_robin_producers_due_together_push_to_different_partitions() {
+        let (producers, partitions) = (8u32, 256u32);
+        let mut pushes_per_partition = vec![0u32; partitions as usize];
+        for seq in 0..64u64 {
+            let due_together: std::collections::HashSet<u32> = (0..producers)
+                .map(|id| round_robin_partition(id, producers, seq, partitions))
+                .collect();
+            assert_eq!(due_together.len(), producers as usize, "push {seq}");
+            for p in due_together {
+                pushes_per_partition[p as usize] += 1;
+            }
+        }
+        assert!(
+            pushes_per_partition.iter().all(|&n| n == 2),
+            "64 turns of 8 producers visit each of 256 partitions twice"
+        );
+        assert_eq!(round_robin_partition(0, 0, 5, 0), 0, "no division by zero");
     }
 
     #[test]
