@@ -135,6 +135,33 @@ async fn superseded_pop_procedures_are_dropped_and_the_helpers_exist() {
     assert_eq!(language, "plpgsql");
 }
 
+/// Since 019 the batched hot procedures plan their statements once per session: the plan cache
+/// kept choosing custom plans for them, a full planning (up to 1.6 ms) on many calls.
+#[tokio::test]
+async fn batched_procedures_keep_a_generic_plan() {
+    let t = TestBroker::start().await;
+    let db = t.sql().await;
+    let rows = db
+        .query(
+            "SELECT p.proname::text FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace \
+             WHERE n.nspname = 'queen' \
+               AND 'plan_cache_mode=force_generic_plan' = ANY (p.proconfig) ORDER BY 1",
+            &[],
+        )
+        .await
+        .unwrap();
+    let names: Vec<String> = rows.iter().map(|r| r.get(0)).collect();
+    assert_eq!(
+        names,
+        [
+            "log_ack_multi_v1",
+            "log_dedup_probe_v1",
+            "log_pop_multi_v2",
+            "log_push_multi_v2"
+        ]
+    );
+}
+
 #[tokio::test]
 async fn a_refused_socket_is_transient() {
     let config: tokio_postgres::Config = "postgres://nobody@127.0.0.1:1/none".parse().unwrap();
