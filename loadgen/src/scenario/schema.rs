@@ -262,7 +262,8 @@ pub enum LoopMode {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Partitioning {
-    /// Partitions in turn, each producer starting at a different one.
+    /// Partitions in turn, in one rotation the producers share: push `seq` of producer `i` of
+    /// `n` goes to partition `(seq × n + i) mod partitions`.
     RoundRobin,
     /// A partition drawn uniformly (seeded) per push.
     Random,
