@@ -290,7 +290,11 @@ async fn pop_hot(
     let hot = app.hotlist.as_ref().expect("called with a hotlist");
     let group = p.group_name();
     let key: QueueKey = (tenant, queue.to_string());
-    let want = p.max_partitions() as usize + 1;
+    // Exactly as many candidates as the pop may claim: a spare one, taken in case a candidate
+    // is stale, is held through the whole flush (and a linger) where no other pop can claim it.
+    // In tiny-batches at 2 000 msg/s taking one spare put end-to-end p99 at 77-102 ms against
+    // 56-69 without it (interleaved); a stale candidate (about 3 % of pops) costs a retry.
+    let want = p.max_partitions() as usize;
     let stale_after = if recheck {
         Duration::from_millis(app.config.long_poll_recheck_ms)
     } else {

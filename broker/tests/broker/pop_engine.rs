@@ -581,9 +581,9 @@ async fn a_lane_below_its_linger_rate_flushes_a_lone_ack_at_once() {
     );
 }
 
-/// A pop of one partition takes two candidates and gives back the one it did not examine. A
-/// long-poll that parked meanwhile (it found both taken) is woken by that give-back and claims
-/// the partition at once, without waiting for its re-check.
+/// A pop of one message over up to two partitions takes two candidates and gives back the one
+/// it did not examine. A long-poll that parked meanwhile (it found both taken) is woken by that
+/// give-back and claims the partition at once, without waiting for its re-check.
 #[tokio::test]
 async fn candidates_given_back_wake_a_long_poll_parked_meanwhile() {
     let t = TestBroker::start_with(|c| {
@@ -596,7 +596,8 @@ async fn candidates_given_back_wake_a_long_poll_parked_meanwhile() {
     .await;
     t.http.push("giveback", &[("p0", "a"), ("p1", "b")]).await;
     let http = t.http.clone();
-    let first = tokio::spawn(async move { pop_wildcard(&http, "giveback", "batch=1").await });
+    let first =
+        tokio::spawn(async move { pop_wildcard(&http, "giveback", "batch=1&partitions=2").await });
     // The first pop seeds the list and sits in the lane's 200 ms linger holding both partitions.
     tokio::time::sleep(Duration::from_millis(40)).await;
     let seeds = metric(&t.http, "queen_pop_hotlist_seeds_total").await;
