@@ -135,7 +135,7 @@ fn fusions(config: &Config, pool: &Pool) -> (Option<AckFusion>, Option<PopFusion
         };
         let lanes = Lanes::start(pool.clone(), settings);
         return (
-            Some(AckFusion::on(lanes.clone(), ack_stats)),
+            Some(AckFusion::on(lanes.clone(), ack_stats).sharing_lanes_with_pops()),
             Some(PopFusion::on(lanes, pop_stats)),
         );
     }

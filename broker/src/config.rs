@@ -58,6 +58,10 @@ pub struct Config {
     /// `QUEEN_FUSION_JOINT`: with ack and pop fusion both on, the acks and pops waiting in a
     /// lane commit in one transaction (the lanes take ack fusion's shards and hold).
     pub fusion_joint: bool,
+    /// `QUEEN_ACK_HANDOFF`: with joint lanes and the hotlist, a full-batch ack lists its
+    /// partition as it enqueues (when more follows the span) and wakes a parked pop, whose
+    /// claim then rides the ack's flush, after the ack, instead of waiting for its commit.
+    pub ack_handoff: bool,
     /// `QUEEN_FUSION_LINGER_MS`: how long an idle joint lane waits after a first arrival
     /// before it flushes (0, the default: fire-on-idle, at once). A linger trades latency for
     /// commits: it pays at light, open-loop load and costs a closed loop its round trips
@@ -197,6 +201,7 @@ impl Config {
             pop_fusion_shards: vars.number("QUEEN_POP_FUSION_SHARDS", 4, 1, 1024)?,
             pop_fusion_hold_ms: vars.number("QUEEN_POP_FUSION_HOLD_MS", 3, 1, 60_000)?,
             fusion_joint: vars.flag("QUEEN_FUSION_JOINT", true)?,
+            ack_handoff: vars.flag("QUEEN_ACK_HANDOFF", true)?,
             fusion_linger_ms: vars.number("QUEEN_FUSION_LINGER_MS", 0, 0, 1000)?,
             fusion_linger_min_rate: vars.number(
                 "QUEEN_FUSION_LINGER_MIN_RATE",

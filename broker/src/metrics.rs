@@ -42,6 +42,8 @@ pub struct Metrics {
     pub acks_registry: AtomicU64,
     /// Ack items answered by a registry hit committed through a fusion flush.
     pub acks_fusion: AtomicU64,
+    /// Full-batch acks that listed their partition ahead of their commit (`QUEEN_ACK_HANDOFF`).
+    pub ack_handoffs: AtomicU64,
 }
 
 impl Metrics {
@@ -65,7 +67,7 @@ impl Metrics {
                 "queen_requests_total{{route=\"{route}\",status=\"{status}\"}} {n}"
             );
         }
-        let counters: [(&str, &str, &AtomicU64); 10] = [
+        let counters: [(&str, &str, &AtomicU64); 11] = [
             (
                 "queen_messages_pushed_total",
                 "Messages written by push.",
@@ -98,8 +100,13 @@ impl Metrics {
             ),
             (
                 "queen_long_poll_woken_total",
-                "Parked long-polls woken by a push.",
+                "Parked long-polls woken (by a push, a release, or candidates given back).",
                 &self.long_poll_woken,
+            ),
+            (
+                "queen_ack_handoffs_total",
+                "Full-batch acks that listed their partition for a pop of the same flush.",
+                &self.ack_handoffs,
             ),
             (
                 "queen_retention_passes_total",
@@ -365,7 +372,7 @@ fn render_cache(out: &mut String, p: &PopSnapshot) {
 /// document records which engine each cell ran (the load generator keeps them as gauges).
 fn render_settings(out: &mut String, c: &Config) {
     let flag = |on: bool| u64::from(on);
-    let settings: [(&str, u64); 17] = [
+    let settings: [(&str, u64); 18] = [
         ("QUEEN_HOTLIST", flag(c.hotlist)),
         ("QUEEN_HOTLIST_RESEED_MS", c.hotlist_reseed_ms),
         ("QUEEN_POP_PENDING_GATE", flag(c.pop_pending_gate)),
@@ -373,6 +380,7 @@ fn render_settings(out: &mut String, c: &Config) {
         ("QUEEN_POP_FUSION_SHARDS", c.pop_fusion_shards as u64),
         ("QUEEN_POP_FUSION_HOLD_MS", c.pop_fusion_hold_ms),
         ("QUEEN_FUSION_JOINT", flag(c.fusion_joint)),
+        ("QUEEN_ACK_HANDOFF", flag(c.ack_handoff)),
         ("QUEEN_FUSION_LINGER_MS", c.fusion_linger_ms),
         ("QUEEN_FUSION_LINGER_MIN_RATE", c.fusion_linger_min_rate),
         ("QUEEN_SEGMENT_CACHE_MB", c.segment_cache_mb as u64),

@@ -12,7 +12,7 @@ use std::collections::HashSet;
 use ackbench_wire::{txn_hash, AckResult, TxnHash};
 use uuid::Uuid;
 
-use super::fusion::{FusedAck, Verdict};
+use super::fusion::{AckFusion, FusedAck, Verdict};
 use super::{ack_at, AckError, AckGroup, AckStatus};
 use crate::app::App;
 use crate::metrics::Metrics;
@@ -58,7 +58,9 @@ pub async fn try_full_batch(
                 batch_end: batch.upto,
                 count: batch.count,
             };
-            fusion.submit(ack).await
+            let enqueued = fusion.enqueue(ack);
+            hand_off(app, fusion, group, batch.upto);
+            enqueued.verdict().await
         }
         None => synchronous(app, group, batch.upto, batch.count).await,
     };
@@ -80,13 +82,36 @@ pub async fn try_full_batch(
             if app.fusion.is_some() {
                 Metrics::add(&app.metrics.messages_acked, acked.max(0) as u64);
             }
-            Ok(Some(answers(group, true, None, lease_released)))
+            let results = answers(group, true, None, lease_released);
+            super::wake_on_release(app, group, &results, Some(batch.upto));
+            Ok(Some(results))
         }
         Verdict::Rejected(reason) => {
             tracing::debug!(target: "ack-registry", partition = %group.partition_id, %reason, "hit refused by PostgreSQL; hash path");
             Ok(None)
         }
         Verdict::FlushErr(e) => Err(AckError::Unavailable(format!("ack commit failed: {e}"))),
+    }
+}
+
+/// The hand-off (`QUEEN_ACK_HANDOFF`): with the ack already in its lane, a partition with
+/// more after the acked span is listed now and a parked pop of the group woken, so its claim
+/// joins the ack's flush (pops run after acks there) instead of waiting for the commit and
+/// then for a flush of its own. With pops of one message each message behind another on a
+/// partition waited two flushes; now one. A hint: should the claim run before the release (a
+/// pop keyed to another lane) or the ack fail, the claim finds the lease and takes nothing,
+/// and the release, or the lease's expiry, lists the partition again.
+fn hand_off(app: &App, fusion: &AckFusion, group: &AckGroup, acked_end: i64) {
+    let Some(hot) = &app.hotlist else {
+        return;
+    };
+    if !(app.config.ack_handoff && fusion.joint()) {
+        return;
+    }
+    if hot.releasing(group.partition_id, &group.consumer_group, acked_end) {
+        Metrics::add(&app.metrics.ack_handoffs, 1);
+        app.long_poll
+            .released(group.partition_id, &group.consumer_group);
     }
 }
 

@@ -68,6 +68,24 @@ pub struct FusionStats {
 pub struct AckFusion {
     lanes: Arc<Lanes>,
     pub stats: Arc<FusionStats>,
+    /// The lanes carry pop fusion's jobs too (`QUEEN_FUSION_JOINT`): a pop enqueued after an
+    /// ack of the same partition commits in the same flush or a later one, after the ack.
+    joint: bool,
+}
+
+/// A hit enqueued in its lane, its verdict to come.
+pub struct Enqueued(Option<oneshot::Receiver<Verdict>>);
+
+impl Enqueued {
+    /// Waits for the flush's verdict.
+    pub async fn verdict(self) -> Verdict {
+        match self.0 {
+            Some(rx) => rx
+                .await
+                .unwrap_or_else(|_| Verdict::FlushErr("the flush was dropped".into())),
+            None => Verdict::FlushErr("ack fusion is shut down".into()),
+        }
+    }
 }
 
 impl AckFusion {
@@ -89,7 +107,22 @@ impl AckFusion {
 
     /// Ack fusion on lanes it may share with pop fusion; `stats` are the lanes' ack counters.
     pub fn on(lanes: Arc<Lanes>, stats: Arc<FusionStats>) -> AckFusion {
-        AckFusion { lanes, stats }
+        AckFusion {
+            lanes,
+            stats,
+            joint: false,
+        }
+    }
+
+    /// Marks the lanes as shared with pop fusion (see `joint`).
+    pub fn sharing_lanes_with_pops(mut self) -> AckFusion {
+        self.joint = true;
+        self
+    }
+
+    /// Whether pops of a partition commit in the lane of its acks, after them.
+    pub fn joint(&self) -> bool {
+        self.joint
     }
 
     /// How many lanes flush.
@@ -100,14 +133,16 @@ impl AckFusion {
     /// Enqueues a hit and waits for its flush's verdict. Every ack of a partition goes to one
     /// lane, so folding and per-partition commit order stay within a lane.
     pub async fn submit(&self, ack: FusedAck) -> Verdict {
+        self.enqueue(ack).verdict().await
+    }
+
+    /// Enqueues a hit now (in its partition's lane, where pop fusion keys a pop whose first
+    /// candidate is that partition); its verdict comes with `Enqueued::verdict`.
+    pub fn enqueue(&self, ack: FusedAck) -> Enqueued {
         let key = xxh3_64(ack.partition.as_bytes());
         let (tx, rx) = oneshot::channel();
         self.stats.requests.fetch_add(1, Relaxed);
-        if !self.lanes.send(key, Work::Ack(ack, tx)) {
-            return Verdict::FlushErr("ack fusion is shut down".into());
-        }
-        rx.await
-            .unwrap_or_else(|_| Verdict::FlushErr("the flush was dropped".into()))
+        Enqueued(self.lanes.send(key, Work::Ack(ack, tx)).then_some(rx))
     }
 }
 

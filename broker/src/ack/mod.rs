@@ -179,7 +179,7 @@ pub async fn ack_items(
     let mut slots: Vec<Option<AckResult>> = vec![None; n];
     for group in group_items(items) {
         if let Some(results) = fast_path::try_full_batch(app, tenant, &group).await? {
-            wake_on_release(app, &group, &results);
+            // (the fast path woke parked pops itself, knowing the acked span)
             for r in results {
                 let i = r.index;
                 slots[i] = Some(r);
@@ -190,7 +190,7 @@ pub async fn ack_items(
         if let Some(registry) = &app.registry {
             registry.forget(group.partition_id, &group.consumer_group, &group.lease_id);
         }
-        wake_on_release(app, &group, &done.results);
+        wake_on_release(app, &group, &done.results, None);
         for r in done.results {
             let i = r.index;
             slots[i] = Some(r);
@@ -202,17 +202,33 @@ pub async fn ack_items(
         .collect())
 }
 
-/// Wakes a parked pop of the group when its ack released a lease (the rest of the partition is
-/// poppable again without any push).
-fn wake_on_release(app: &App, group: &AckGroup, results: &[AckResult]) {
-    if results.iter().any(|r| r.lease_released) {
-        if let Some(hot) = &app.hotlist {
-            let completed = group
-                .items
-                .iter()
-                .all(|i| matches!(i.status, AckStatus::Completed));
-            hot.released(group.partition_id, &group.consumer_group, completed);
-        }
+/// Wakes a parked pop of the group when its ack released a lease and the rest of the
+/// partition is poppable again without any push. With the hotlist, only when it lists the
+/// partition: not when nothing was written after the span (as far as this broker knows; a
+/// re-check finds pushes through other brokers), nor when a handed-off pop already claimed it
+/// (`acked_end`, the released span's end, tells that lease from a newer one).
+pub(crate) fn wake_on_release(
+    app: &App,
+    group: &AckGroup,
+    results: &[AckResult],
+    acked_end: Option<i64>,
+) {
+    if !results.iter().any(|r| r.lease_released) {
+        return;
+    }
+    let poppable = app.hotlist.as_ref().and_then(|hot| {
+        let completed = group
+            .items
+            .iter()
+            .all(|i| matches!(i.status, AckStatus::Completed));
+        hot.released(
+            group.partition_id,
+            &group.consumer_group,
+            completed,
+            acked_end,
+        )
+    });
+    if poppable != Some(false) {
         app.long_poll
             .released(group.partition_id, &group.consumer_group);
     }

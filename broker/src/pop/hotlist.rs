@@ -57,6 +57,9 @@ struct GroupHot {
     /// Partitions this broker leased to the group: (span start, span end, lease expiry).
     leased: HashMap<Uuid, (i64, i64, Instant)>,
     expiries: BinaryHeap<Reverse<(Instant, Uuid)>>,
+    /// Partitions listed by a hand-off, with the acked span's end, until its commit's release
+    /// (which then leaves the listing to whoever takes it) or a pop that took it found nothing.
+    handed_off: HashMap<Uuid, i64>,
     /// The last span delivered per partition, to guess which cached segments a pop will need.
     last_span: HashMap<Uuid, (i64, i64)>,
     seeded_at: Option<Instant>,
@@ -69,14 +72,23 @@ struct GroupHot {
 impl GroupHot {
     /// Lists `pid` (unless it is leased or listed already) at its pending stretch's start, or
     /// `now` when it has none.
-    fn list(&mut self, pid: Uuid, now: Instant) {
-        if self.leased.contains_key(&pid) || self.listed.contains_key(&pid) {
-            return;
+    fn list(&mut self, pid: Uuid, now: Instant) -> bool {
+        if self.leased.contains_key(&pid) {
+            return false;
+        }
+        self.list_even_if_leased(pid, now)
+    }
+
+    /// Lists `pid` unless it is listed already; true when it was not.
+    fn list_even_if_leased(&mut self, pid: Uuid, now: Instant) -> bool {
+        if self.listed.contains_key(&pid) {
+            return false;
         }
         let since = *self.pending_since.entry(pid).or_insert(now);
         self.sequence += 1;
         self.listed.insert(pid, (since, self.sequence));
         self.ring.insert((since, self.sequence, pid));
+        true
     }
 
     /// A push wrote to `pid`: a partition neither listed nor leased had nothing pending as far
@@ -218,10 +230,17 @@ impl Hotlist {
         g.last_span.insert(pid, span);
         match lease {
             Some(at) => {
+                // Listed meanwhile (a hand-off's release, racing this claim's answer): leased
+                // now, so no pop should take it.
+                if let Some((since, seq)) = g.listed.remove(&pid) {
+                    g.ring.remove(&(since, seq, pid));
+                }
                 g.leased.insert(pid, (span.0, span.1, at));
                 g.expiries.push(Reverse((at, pid)));
             }
-            None if more => g.list(pid, Instant::now()),
+            None if more => {
+                g.list(pid, Instant::now());
+            }
             None => {
                 g.pending_since.remove(&pid);
             }
@@ -253,26 +272,93 @@ impl Hotlist {
         }
     }
 
+    /// A full-batch ack of `group`'s lease on `pid`, whose span ends at `acked_end`, is
+    /// enqueued in a joint lane ahead of its commit (the hand-off): when more was written after
+    /// the span, the partition is listed now, keeping its pending stretch, so a pop can take it
+    /// into the same flush, where it runs after the ack and claims what the ack releases. The
+    /// lease stays recorded: if the ack fails, the pop finds the partition taken (a stale
+    /// candidate) and the lease's expiry lists it again. True when it was listed.
+    pub fn releasing(&self, pid: Uuid, group: &str, acked_end: i64) -> bool {
+        let mut s = self.state.lock().expect("hotlist lock");
+        let Some(queue) = s.queue_of.get(&pid).cloned() else {
+            return false;
+        };
+        let Some(q) = s.queues.get_mut(&queue) else {
+            return false;
+        };
+        let more = q
+            .last_offset
+            .get(&pid)
+            .is_some_and(|last| *last > acked_end);
+        let Some(g) = q.groups.get_mut(group) else {
+            return false;
+        };
+        let this_lease = g.leased.get(&pid).is_some_and(|l| l.1 == acked_end);
+        if !(more && this_lease && g.list_even_if_leased(pid, Instant::now())) {
+            return false;
+        }
+        g.handed_off.insert(pid, acked_end);
+        true
+    }
+
+    /// A claim of `pids` found nothing in them: any that a hand-off listed was claimed before
+    /// its ack committed (a pop on another lane), so the ack's release lists it again.
+    pub fn missed(&self, queue: &QueueKey, group: &str, pids: &[Uuid]) {
+        let mut s = self.state.lock().expect("hotlist lock");
+        if let Some(g) = s
+            .queues
+            .get_mut(queue)
+            .and_then(|q| q.groups.get_mut(group))
+        {
+            for pid in pids {
+                g.handed_off.remove(pid);
+            }
+        }
+    }
+
     /// An ack released `group`'s lease on `pid`; `completed` says the whole span was committed
     /// (then the partition is listed only if more was written after it; a nack lists it
-    /// again since the span redelivers). Returns the partition's queue, when known.
-    pub fn released(&self, pid: Uuid, group: &str, completed: bool) -> Option<QueueKey> {
+    /// again since the span redelivers). `acked_end`, when known, is the end of the released
+    /// span: after a hand-off of that span the partition was listed already (and a pop may be
+    /// claiming it right now), and a lease recorded with another end is a newer one; either
+    /// way the listing is left alone. `None` when the partition or group is unknown here;
+    /// otherwise whether the partition is listed anew for a pop (so a parked pop is worth
+    /// waking).
+    pub fn released(
+        &self,
+        pid: Uuid,
+        group: &str,
+        completed: bool,
+        acked_end: Option<i64>,
+    ) -> Option<bool> {
         let mut s = self.state.lock().expect("hotlist lock");
         let queue = s.queue_of.get(&pid)?.clone();
         let q = s.queues.get_mut(&queue)?;
         let known = q.last_offset.get(&pid).copied();
         let g = q.groups.get_mut(group)?;
-        let lease = g.leased.remove(&pid);
-        let more = match (lease, known) {
-            (Some((_, end, _)), Some(last)) => !completed || last > end,
+        let recorded = g.leased.get(&pid).map(|l| l.1);
+        let handed_off = g.handed_off.remove(&pid);
+        if acked_end.is_some() && handed_off == acked_end {
+            if recorded == acked_end {
+                g.leased.remove(&pid);
+            }
+            return Some(false);
+        }
+        if recorded.is_some() && acked_end.is_some() && recorded != acked_end {
+            return Some(false);
+        }
+        g.leased.remove(&pid);
+        let more = match (recorded.or(acked_end), known) {
+            (Some(end), Some(last)) => !completed || last > end,
             _ => true,
         };
         if more {
             g.list(pid, Instant::now());
+            Some(true)
         } else {
             g.pending_since.remove(&pid);
+            Some(false)
         }
-        Some(queue)
     }
 
     /// Something changed on `queue` that the broker cannot name partition by partition (a
@@ -371,7 +457,7 @@ mod tests {
             Take::Candidates(vec![b]),
             "a leased partition is not listed"
         );
-        assert_eq!(h.released(a, "g", true), Some(key()));
+        assert_eq!(h.released(a, "g", true, None), Some(true));
         assert_eq!(h.take(&key(), "g", 5, LONG), Take::Candidates(vec![a]));
     }
 
@@ -382,10 +468,10 @@ mod tests {
         h.seeded(&key(), "g", &[a], None);
         assert_eq!(h.take(&key(), "g", 1, LONG), Take::Candidates(vec![a]));
         h.claimed(&key(), "g", a, (0, 4), 4, Some(Instant::now() + LONG));
-        h.released(a, "g", true);
+        h.released(a, "g", true, None);
         assert_eq!(h.take(&key(), "g", 1, LONG), Take::Nothing);
         h.claimed(&key(), "g", a, (5, 5), 5, Some(Instant::now() + LONG));
-        h.released(a, "g", false);
+        h.released(a, "g", false, None);
         assert_eq!(h.take(&key(), "g", 1, LONG), Take::Candidates(vec![a]));
     }
 
@@ -409,7 +495,7 @@ mod tests {
         h.claimed(&key(), "g", a, (0, 0), 7, Some(Instant::now() + LONG));
         h.pushed(&key(), b, 7);
         h.pushed(&key(), c, 7);
-        h.released(a, "g", true);
+        h.released(a, "g", true, None);
         assert_eq!(
             h.take(&key(), "g", 3, LONG),
             Take::Candidates(vec![a, b, c]),
@@ -431,7 +517,7 @@ mod tests {
         h.pushed(&key(), a, 0);
         assert_eq!(h.take(&key(), "g", 1, LONG), Take::Candidates(vec![a]));
         h.claimed(&key(), "g", a, (0, 0), 0, Some(Instant::now() + LONG));
-        h.released(a, "g", true);
+        h.released(a, "g", true, None);
         h.pushed(&key(), b, 0);
         h.pushed(&key(), a, 1);
         assert_eq!(
@@ -439,6 +525,69 @@ mod tests {
             Take::Candidates(vec![b, a]),
             "a was drained, so its new message is younger than b's"
         );
+    }
+
+    #[test]
+    fn a_hand_off_lists_the_partition_before_the_commit_and_the_release_then_stays_quiet() {
+        let h = Hotlist::new(LONG);
+        let (a, b) = (Uuid::now_v7(), Uuid::now_v7());
+        h.seeded(&key(), "g", &[], None);
+        h.pushed(&key(), a, 7);
+        assert_eq!(h.take(&key(), "g", 1, LONG), Take::Candidates(vec![a]));
+        h.claimed(&key(), "g", a, (0, 0), 7, Some(Instant::now() + LONG));
+        h.pushed(&key(), b, 7);
+        assert!(
+            !h.releasing(a, "g", 3),
+            "not this lease's span: no hand-off"
+        );
+        assert!(h.releasing(a, "g", 0), "more after the span: listed ahead");
+        assert!(!h.releasing(a, "g", 0), "listed once");
+        assert_eq!(
+            h.take(&key(), "g", 1, LONG),
+            Take::Candidates(vec![a]),
+            "a keeps its place before b"
+        );
+        assert_eq!(
+            h.released(a, "g", true, Some(0)),
+            Some(false),
+            "the commit of the handed-off ack does not list a again while its pop claims it"
+        );
+        h.claimed(&key(), "g", a, (1, 1), 7, Some(Instant::now() + LONG));
+        assert_eq!(h.take(&key(), "g", 5, LONG), Take::Candidates(vec![b]));
+        assert_eq!(
+            h.released(a, "g", true, Some(1)),
+            Some(true),
+            "the newer lease's own release lists a"
+        );
+    }
+
+    #[test]
+    fn a_hand_off_whose_pop_found_the_partition_taken_is_listed_again_at_the_release() {
+        let h = Hotlist::new(LONG);
+        let a = Uuid::now_v7();
+        h.seeded(&key(), "g", &[], None);
+        h.pushed(&key(), a, 2);
+        assert_eq!(h.take(&key(), "g", 1, LONG), Take::Candidates(vec![a]));
+        h.claimed(&key(), "g", a, (0, 0), 2, Some(Instant::now() + LONG));
+        assert!(h.releasing(a, "g", 0));
+        assert_eq!(h.take(&key(), "g", 1, LONG), Take::Candidates(vec![a]));
+        // That pop's claim ran before the ack committed and found the lease: nothing claimed.
+        h.missed(&key(), "g", &[a]);
+        assert_eq!(h.released(a, "g", true, Some(0)), Some(true));
+        assert_eq!(h.take(&key(), "g", 1, LONG), Take::Candidates(vec![a]));
+    }
+
+    #[test]
+    fn nothing_after_the_span_is_no_hand_off() {
+        let h = Hotlist::new(LONG);
+        let a = Uuid::now_v7();
+        h.seeded(&key(), "g", &[], None);
+        h.pushed(&key(), a, 0);
+        assert_eq!(h.take(&key(), "g", 1, LONG), Take::Candidates(vec![a]));
+        h.claimed(&key(), "g", a, (0, 0), 0, Some(Instant::now() + LONG));
+        assert!(!h.releasing(a, "g", 0));
+        assert_eq!(h.released(a, "g", true, Some(0)), Some(false));
+        assert_eq!(h.take(&key(), "g", 1, LONG), Take::Nothing);
     }
 
     #[test]

@@ -305,10 +305,11 @@ async fn pop_hot(
             Take::Seed => seed(app, &key, p).await?,
             Take::Nothing => break,
             Take::Candidates(candidates) => {
-                let rows = claim_candidates(app, p, &key, candidates, worker).await?;
+                let rows = claim_candidates(app, p, &key, candidates.clone(), worker).await?;
                 if !rows.is_empty() {
                     return Ok(rows);
                 }
+                hot.missed(&key, group, &candidates);
                 PopStats::add(&app.pop_stats.stale_candidates, 1);
             }
         }

@@ -618,3 +618,71 @@ async fn candidates_given_back_wake_a_long_poll_parked_meanwhile() {
         "no reseed"
     );
 }
+
+/// Two messages on one partition; the first popped and leased, a long-poll parked behind the
+/// lease; then the first is acked (whole batch) on a joint lane lingering 200 ms. Answers the
+/// parked pop's messages and how many (pop flushes, joint flushes, hand-offs) that took.
+async fn ack_with_a_pop_parked_behind_it(handoff: bool) -> (Vec<String>, [f64; 3]) {
+    let t = TestBroker::start_with(|c| {
+        c.hotlist = true;
+        c.pop_pending_gate = true;
+        c.pop_fusion = true;
+        c.ack_registry = true;
+        c.ack_fusion = true;
+        c.fusion_joint = true;
+        c.ack_handoff = handoff;
+        c.fusion_linger_ms = 200;
+        c.fusion_linger_min_rate = 0;
+    })
+    .await;
+    t.http.push("handoff", &[("p", "a"), ("p", "b")]).await;
+    let first = pop_wildcard(&t.http, "handoff", "batch=1").await;
+    assert_eq!(txns(&first), ["a"]);
+    let http = t.http.clone();
+    let parked = tokio::spawn(async move {
+        pop_wildcard(&http, "handoff", "batch=1&wait=true&timeout=5000").await
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(metric(&t.http, "queen_long_poll_parked_total").await, 1.0);
+    let counts = [
+        "queen_pop_fusion_flushes_total",
+        "queen_pop_fusion_joint_flushes_total",
+        "queen_ack_handoffs_total",
+    ];
+    let mut before = [0.0; 3];
+    for (b, name) in before.iter_mut().zip(counts) {
+        *b = metric(&t.http, name).await;
+    }
+    ack_all(&t.http, &first).await;
+    let second = parked.await.unwrap();
+    let mut spent = [0.0; 3];
+    for ((s, b), name) in spent.iter_mut().zip(before).zip(counts) {
+        *s = metric(&t.http, name).await - b;
+    }
+    (txns(&second), spent)
+}
+
+/// The hand-off: the ack lists its partition as it enters the lane and wakes the parked pop,
+/// whose claim joins the ack's flush (after the ack, in its transaction) and gets the next
+/// message there: one flush for both. Without it the pop waits for the ack's commit and then
+/// for a flush of its own.
+#[tokio::test]
+async fn an_ack_hands_its_partition_to_a_parked_pop_in_its_own_flush() {
+    let (got, [pop_flushes, joint, handoffs]) = ack_with_a_pop_parked_behind_it(true).await;
+    assert_eq!(got, ["b"]);
+    assert_eq!(handoffs, 1.0);
+    assert_eq!(
+        (pop_flushes, joint),
+        (1.0, 1.0),
+        "the parked pop claimed in the ack's flush"
+    );
+
+    let (got, [pop_flushes, joint, handoffs]) = ack_with_a_pop_parked_behind_it(false).await;
+    assert_eq!(got, ["b"], "switched off, the release still wakes the pop");
+    assert_eq!(handoffs, 0.0);
+    assert_eq!(
+        (pop_flushes, joint),
+        (1.0, 0.0),
+        "switched off, the pop claims in a flush after the ack's"
+    );
+}
