@@ -96,8 +96,9 @@ impl TestBroker {
 }
 
 /// `ACKBENCH_TEST_ENGINE=off` runs a suite with every push/pop engine shortcut off (hotlist,
-/// pending gate, pop fusion, segment cache, push fusion), so the contract tests cover both paths; `on` (the
-/// default) keeps the broker's defaults. A test's own tweak still wins.
+/// pending gate, pop fusion, segment cache, push fusion, ack hand-off), so the contract tests
+/// cover both paths; `on` (the default) keeps the broker's defaults. A test's own tweak still
+/// wins.
 pub fn engine_from_env(config: &mut Config) {
     match std::env::var("ACKBENCH_TEST_ENGINE").as_deref() {
         Ok("off") => {
@@ -106,6 +107,7 @@ pub fn engine_from_env(config: &mut Config) {
             config.pop_fusion = false;
             config.segment_cache_mb = 0;
             config.push_fusion = false;
+            config.ack_handoff = false;
         }
         Ok("on") | Err(_) => {}
         Ok(other) => panic!("ACKBENCH_TEST_ENGINE must be `on` or `off`, not `{other}`"),
