@@ -72,11 +72,10 @@ struct GroupHot {
 impl GroupHot {
     /// Lists `pid` (unless it is leased or listed already) at its pending stretch's start, or
     /// `now` when it has none.
-    fn list(&mut self, pid: Uuid, now: Instant) -> bool {
-        if self.leased.contains_key(&pid) {
-            return false;
+    fn list(&mut self, pid: Uuid, now: Instant) {
+        if !self.leased.contains_key(&pid) {
+            self.list_even_if_leased(pid, now);
         }
-        self.list_even_if_leased(pid, now)
     }
 
     /// Lists `pid` unless it is listed already; true when it was not.
@@ -238,9 +237,7 @@ impl Hotlist {
                 g.leased.insert(pid, (span.0, span.1, at));
                 g.expiries.push(Reverse((at, pid)));
             }
-            None if more => {
-                g.list(pid, Instant::now());
-            }
+            None if more => g.list(pid, Instant::now()),
             None => {
                 g.pending_since.remove(&pid);
             }
@@ -280,19 +277,10 @@ impl Hotlist {
     /// candidate) and the lease's expiry lists it again. True when it was listed.
     pub fn releasing(&self, pid: Uuid, group: &str, acked_end: i64) -> bool {
         let mut s = self.state.lock().expect("hotlist lock");
-        let Some(queue) = s.queue_of.get(&pid).cloned() else {
+        let Some((known, g)) = known_group(&mut s, pid, group) else {
             return false;
         };
-        let Some(q) = s.queues.get_mut(&queue) else {
-            return false;
-        };
-        let more = q
-            .last_offset
-            .get(&pid)
-            .is_some_and(|last| *last > acked_end);
-        let Some(g) = q.groups.get_mut(group) else {
-            return false;
-        };
+        let more = known.is_some_and(|last| last > acked_end);
         let this_lease = g.leased.get(&pid).is_some_and(|l| l.1 == acked_end);
         if !(more && this_lease && g.list_even_if_leased(pid, Instant::now())) {
             return false;
@@ -322,8 +310,8 @@ impl Hotlist {
     /// span: after a hand-off of that span the partition was listed already (and a pop may be
     /// claiming it right now), and a lease recorded with another end is a newer one; either
     /// way the listing is left alone. `None` when the partition or group is unknown here;
-    /// otherwise whether the partition is listed anew for a pop (so a parked pop is worth
-    /// waking).
+    /// otherwise whether this release left the partition listed for a pop (so a parked pop is
+    /// worth waking).
     pub fn released(
         &self,
         pid: Uuid,
@@ -332,10 +320,7 @@ impl Hotlist {
         acked_end: Option<i64>,
     ) -> Option<bool> {
         let mut s = self.state.lock().expect("hotlist lock");
-        let queue = s.queue_of.get(&pid)?.clone();
-        let q = s.queues.get_mut(&queue)?;
-        let known = q.last_offset.get(&pid).copied();
-        let g = q.groups.get_mut(group)?;
+        let (known, g) = known_group(&mut s, pid, group)?;
         let recorded = g.leased.get(&pid).map(|l| l.1);
         let handed_off = g.handed_off.remove(&pid);
         if acked_end.is_some() && handed_off == acked_end {
@@ -391,6 +376,19 @@ impl Hotlist {
             .and_then(|q| q.groups.get(group))
             .map_or(0, |g| g.ring.len())
     }
+}
+
+/// The highest offset known written to `pid` and `group`'s entry on its queue, when this
+/// broker knows both (unlike `group_entry`, nothing is created).
+fn known_group<'a>(
+    s: &'a mut State,
+    pid: Uuid,
+    group: &str,
+) -> Option<(Option<i64>, &'a mut GroupHot)> {
+    let queue = s.queue_of.get(&pid)?.clone();
+    let q = s.queues.get_mut(&queue)?;
+    let known = q.last_offset.get(&pid).copied();
+    Some((known, q.groups.get_mut(group)?))
 }
 
 fn group_entry<'a>(s: &'a mut State, queue: &QueueKey, group: &str) -> &'a mut GroupHot {

@@ -305,11 +305,10 @@ async fn pop_hot(
             Take::Seed => seed(app, &key, p).await?,
             Take::Nothing => break,
             Take::Candidates(candidates) => {
-                let rows = claim_candidates(app, p, &key, candidates.clone(), worker).await?;
+                let rows = claim_candidates(app, p, &key, candidates, worker).await?;
                 if !rows.is_empty() {
                     return Ok(rows);
                 }
-                hot.missed(&key, group, &candidates);
                 PopStats::add(&app.pop_stats.stale_candidates, 1);
             }
         }
@@ -417,6 +416,10 @@ async fn claim_candidates(
         }
     };
     if let Some(hot) = &app.hotlist {
+        if rows.is_empty() {
+            // A handed-off candidate claimed before its ack committed: the release lists it.
+            hot.missed(key, group, &candidates);
+        }
         let (mut partitions, mut delivered) = (0usize, 0i64);
         for row in span_heads(&rows) {
             note_claimed(hot, key, group, row);
