@@ -47,6 +47,7 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(17, "017_queue_resources.sql"),
     migration!(18, "018_cursor_advance_cached.sql"),
     migration!(19, "019_generic_plans.sql"),
+    migration!(20, "020_ack_multi_set.sql"),
 ];
 
 const LOCK_KEY: i64 = 0x5155_4545_4e5f_4d49; // "QUEEN_MI"

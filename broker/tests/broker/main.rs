@@ -9,6 +9,7 @@ mod accelerators;
 mod ack_concurrency;
 mod ack_contract;
 mod ack_model;
+mod ack_multi;
 mod bad_input;
 mod encryption;
 mod http_properties;
