@@ -8,7 +8,7 @@
 //! can claim the partition an ack of the same flush just released.
 //!
 //! A joint flush runs the acks first (`log_ack_multi_v1`, which may wait for consumer rows, taken
-//! in (partition, group) order) and then the pops (`log_pop_multi_v2`, which never waits: it
+//! in (partition, group) order) and then the pops (`log_pop_multi_v3`, which never waits: it
 //! skips locked rows), so the transaction only ever waits while it holds ordered ack locks and
 //! cannot deadlock with the other batched procedures. Its four statements (BEGIN, acks, pops,
 //! COMMIT) are pipelined. If one part fails the whole transaction rolls back and the other part

@@ -80,7 +80,7 @@ fn claim_row(row: &Row, held: &[&(Uuid, Arc<DecodedSegment>)]) -> ClaimRow {
     }
 }
 
-/// Claims every job in one `queen.log_pop_multi_v2` transaction; rows per job, in job order.
+/// Claims every job in one `queen.log_pop_multi_v3` transaction; rows per job, in job order.
 pub async fn claim_jobs(db: &Object, jobs: &[&PopJob]) -> Result<Vec<Vec<ClaimRow>>, DbError> {
     let stmt = prepare_claim(db).await?;
     claim_prepared(db, &stmt, jobs).await
@@ -89,11 +89,11 @@ pub async fn claim_jobs(db: &Object, jobs: &[&PopJob]) -> Result<Vec<Vec<ClaimRo
 /// The fused claim statement, prepared (once per connection) on `db`.
 pub async fn prepare_claim(db: &Object) -> Result<Statement, DbError> {
     let sql = format!(
-        "SELECT {COLUMNS} FROM queen.log_pop_multi_v2($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
+        "SELECT {COLUMNS} FROM queen.log_pop_multi_v3($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
     );
     db.prepare_cached(&sql)
         .await
-        .map_err(|e| DbError::from_pg("log_pop_multi_v2", e))
+        .map_err(|e| DbError::from_pg("log_pop_multi_v3", e))
 }
 
 /// Runs the prepared claim for `jobs` (see `claim_jobs`). Its first poll sends the query, so a
@@ -138,7 +138,7 @@ pub async fn claim_prepared(
             ],
         )
         .await
-        .map_err(|e| DbError::from_pg("log_pop_multi_v2", e))?;
+        .map_err(|e| DbError::from_pg("log_pop_multi_v3", e))?;
     let held: Vec<&(Uuid, Arc<DecodedSegment>)> = jobs.iter().flat_map(|j| &j.cached).collect();
     let mut out: Vec<Vec<ClaimRow>> = jobs.iter().map(|_| Vec::new()).collect();
     for row in &rows {

@@ -1,4 +1,4 @@
-//! Pop fusion: concurrent pops claim their leases in one `queen.log_pop_multi_v2`
+//! Pop fusion: concurrent pops claim their leases in one `queen.log_pop_multi_v3`
 //! transaction, so with pops of one message the commits per delivered message fall below one.
 //!
 //! - Sharded (`QUEEN_POP_FUSION_SHARDS`) by a hash of the job's candidates' first partition, so

@@ -8,12 +8,12 @@
 //!   SQL wildcard.
 //! - A discovery pop (namespace/task) runs the SQL wildcard over the matching queues.
 //! - Claims go through pop `fusion` (many pops, one transaction) or, with
-//!   `QUEEN_POP_FUSION=0`, one `log_pop_multi_v2` call each. Segments come from the
+//!   `QUEEN_POP_FUSION=0`, one `log_pop_multi_v3` call each. Segments come from the
 //!   `segment_cache` when held; PostgreSQL ships only the blobs the broker lacks.
 //! - A queue's `delayedProcessing` and `windowBuffer` are applied by PostgreSQL alone (every
-//!   path ends in `log_pop_multi_v2`, and the candidate lists leave held-back partitions out):
-//!   the broker does not know them, so a hint that names a held-back partition only costs a
-//!   claim that finds nothing. The seed says when the first held-back partition becomes
+//!   path ends in `log_pop_multi_v2`, to which `log_pop_multi_v3` hands such queues, and the
+//!   candidate lists leave held-back partitions out): the broker does not know them, so a hint
+//!   that names a held-back partition only costs a claim that finds nothing. The seed says when the first held-back partition becomes
 //!   ready; the hotlist reseeds then, so a parked long-poll delivers at its next re-check.
 
 pub mod claim;

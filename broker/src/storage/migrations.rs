@@ -48,6 +48,7 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(18, "018_cursor_advance_cached.sql"),
     migration!(19, "019_generic_plans.sql"),
     migration!(20, "020_ack_multi_set.sql"),
+    migration!(21, "021_pop_claim_direct.sql"),
 ];
 
 const LOCK_KEY: i64 = 0x5155_4545_4e5f_4d49; // "QUEEN_MI"

@@ -17,6 +17,7 @@ mod lease_dlq;
 mod lifecycle;
 mod max_size;
 mod outage;
+mod pop_claim;
 mod pop_engine;
 mod pop_options;
 mod push_fusion;

@@ -158,6 +158,7 @@ async fn batched_procedures_keep_a_generic_plan() {
             "log_cursor_advances_v1",
             "log_dedup_probe_v1",
             "log_pop_multi_v2",
+            "log_pop_multi_v3",
             "log_push_multi_v2"
         ]
     );

@@ -35,7 +35,7 @@ pub struct Procedures {
 }
 
 const LOG_ENGINE: Procedures = Procedures {
-    // Queen's log engine's names first, then this broker's later versions (sql/016, 017).
+    // Queen's log engine's names first, then this broker's later versions (sql/016, 017, 021).
     push: &[
         "log_push_v1",
         "log_push_multi_v1",
@@ -50,6 +50,7 @@ const LOG_ENGINE: Procedures = Procedures {
         "log_pop_claim_v1",
         "log_pop_wildcard_v3",
         "log_pop_multi_v2",
+        "log_pop_multi_v3",
     ],
     ack: &[
         "log_ack_by_hash_v1",
