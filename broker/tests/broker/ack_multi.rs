@@ -6,7 +6,7 @@
 //! stale counts, duplicates, missing rows), runs both in rolled-back transactions from the same
 //! state, and requires identical verdicts and identical rows.
 
-use crate::common::{Rng, TestBroker, QM};
+use crate::common::{consumer_rows, Rng, TestBroker, QM};
 use tokio_postgres::Client;
 use uuid::Uuid;
 
@@ -107,21 +107,6 @@ fn draw_rows(pids: &[Uuid], state: &[Option<Drawn>], rng: &mut Rng) -> Vec<AckRo
         rows.push(twin);
     }
     rows
-}
-
-/// Every consumer row, with its lease as an offset from the transaction's now().
-async fn consumer_rows(db: &Client) -> Vec<String> {
-    db.query(
-        "SELECT format('%s %s %s %s %s %s %s %s %s', partition_id, consumer_group, committed, \
-         batch_end, worker_id, lease_expires_at - now(), batch_retry_count, attempt_count, \
-         attempt_from, total_consumed) FROM queen.log_consumers ORDER BY partition_id",
-        &[],
-    )
-    .await
-    .unwrap()
-    .iter()
-    .map(|r| r.get(0))
-    .collect()
 }
 
 fn verdict(r: &tokio_postgres::Row) -> VerdictRow {

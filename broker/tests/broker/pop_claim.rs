@@ -7,7 +7,7 @@
 //! cached segments, and now and then a call of another shape), runs both procedures in
 //! rolled-back transactions from the same state and requires identical rows and writes.
 
-use crate::common::{Rng, TestBroker, QM};
+use crate::common::{consumer_rows, Rng, TestBroker, QM};
 use tokio_postgres::types::ToSql;
 use tokio_postgres::Client;
 use uuid::Uuid;
@@ -223,22 +223,6 @@ async fn claim(db: &Client, procedure: &str, call: &Call) -> Vec<String> {
         .iter()
         .map(|r| r.get(0))
         .collect()
-}
-
-/// Every consumer row, leases relative to now().
-async fn consumer_rows(db: &Client) -> Vec<String> {
-    db.query(
-        "SELECT format('%s %s %s %s %s %s %s %s %s %s', partition_id, consumer_group, committed, \
-         batch_end, worker_id, lease_expires_at - now(), batch_retry_count, attempt_count, \
-         attempt_from, total_consumed) FROM queen.log_consumers \
-         ORDER BY partition_id, consumer_group",
-        &[],
-    )
-    .await
-    .unwrap()
-    .iter()
-    .map(|r| r.get(0))
-    .collect()
 }
 
 /// Whether v3 claims `call` itself (one candidate per job, no pair twice).

@@ -299,3 +299,20 @@ macro_rules! on_both_push_paths {
         }
     };
 }
+
+/// Every consumer row as text, its lease as an offset from the transaction's now(), so that
+/// two rolled-back transactions from one state compare equal when they wrote the same.
+pub async fn consumer_rows(db: &tokio_postgres::Client) -> Vec<String> {
+    db.query(
+        "SELECT format('%s %s %s %s %s %s %s %s %s %s', partition_id, consumer_group, committed, \
+         batch_end, worker_id, lease_expires_at - now(), batch_retry_count, attempt_count, \
+         attempt_from, total_consumed) FROM queen.log_consumers \
+         ORDER BY partition_id, consumer_group",
+        &[],
+    )
+    .await
+    .unwrap()
+    .iter()
+    .map(|r| r.get(0))
+    .collect()
+}
