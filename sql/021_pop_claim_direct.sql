@@ -16,8 +16,8 @@
 -- job has exactly one candidate and no (partition, group) is asked twice, one statement locks
 -- the candidates' consumer rows that have something to deliver (skipping locked ones), leases
 -- them and returns the spans; a second returns the spans' segments. A candidate whose consumer
--- row does not exist yet or whose queue delays or windows its messages is handed, with its
--- job, to log_pop_multi_v2, which knows those rules. Any other shape of call goes to
+-- row does not exist yet or whose queue delays or windows its messages is handed to
+-- log_pop_multi_v2, which knows those rules. Any other shape of call goes to
 -- log_pop_multi_v2 whole.
 
 -- queen.log_pop_multi_v3(job groups[], job workers[], job batches[], job max partitions[],
@@ -145,29 +145,13 @@ BEGIN
      AND g.base_offset <= c.e
     ORDER BY c.job, g.base_offset;
 
-    -- First contacts and delayed or windowed queues: log_pop_multi_v2 for those jobs alone,
-    -- its ordinals mapped back.
+    -- First contacts and delayed or windowed queues: log_pop_multi_v2 with only those
+    -- candidates (the other jobs, left without one, claim nothing there), so its ordinals are
+    -- already the jobs' own.
     IF v_general_jobs IS NOT NULL THEN
-        RETURN QUERY
-        SELECT v_general_jobs[r.ordinal], r.partition_id, r.queue_name, r.partition_name,
-               r.span_start, r.span_end, r.attempt, r.lease_expires_at, r.last_offset,
-               r.seg_base, r.seg_end, r.seg_created, r.blob
-        FROM queen.log_pop_multi_v2(
-            ARRAY(SELECT p_groups[j] FROM unnest(v_general_jobs) WITH ORDINALITY AS g(j, o)
-                  ORDER BY o),
-            ARRAY(SELECT p_workers[j] FROM unnest(v_general_jobs) WITH ORDINALITY AS g(j, o)
-                  ORDER BY o),
-            ARRAY(SELECT p_batches[j] FROM unnest(v_general_jobs) WITH ORDINALITY AS g(j, o)
-                  ORDER BY o),
-            ARRAY(SELECT p_max_partitions[j]
-                  FROM unnest(v_general_jobs) WITH ORDINALITY AS g(j, o) ORDER BY o),
-            ARRAY(SELECT p_lease_seconds[j]
-                  FROM unnest(v_general_jobs) WITH ORDINALITY AS g(j, o) ORDER BY o),
-            ARRAY(SELECT p_auto_acks[j] FROM unnest(v_general_jobs) WITH ORDINALITY AS g(j, o)
-                  ORDER BY o),
-            ARRAY(SELECT o::integer FROM unnest(v_general_jobs) WITH ORDINALITY AS g(j, o)
-                  ORDER BY o),
-            v_general_pids, p_cached_pids, p_cached_bases) AS r;
+        RETURN QUERY SELECT * FROM queen.log_pop_multi_v2(
+            p_groups, p_workers, p_batches, p_max_partitions, p_lease_seconds, p_auto_acks,
+            v_general_jobs, v_general_pids, p_cached_pids, p_cached_bases);
     END IF;
 END;
 $$;

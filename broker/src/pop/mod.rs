@@ -13,8 +13,9 @@
 //! - A queue's `delayedProcessing` and `windowBuffer` are applied by PostgreSQL alone (every
 //!   path ends in `log_pop_multi_v2`, to which `log_pop_multi_v3` hands such queues, and the
 //!   candidate lists leave held-back partitions out): the broker does not know them, so a hint
-//!   that names a held-back partition only costs a claim that finds nothing. The seed says when the first held-back partition becomes
-//!   ready; the hotlist reseeds then, so a parked long-poll delivers at its next re-check.
+//!   that names a held-back partition only costs a claim that finds nothing. The seed says when
+//!   the first held-back partition becomes ready; the hotlist reseeds then, so a parked
+//!   long-poll delivers at its next re-check.
 
 pub mod claim;
 pub mod fusion;
