@@ -2,7 +2,6 @@
 //! the accelerators' engines (ack registry, ack fusion, push fusion).
 
 use std::sync::{Arc, Weak};
-use std::time::Duration;
 
 use deadpool_postgres::{Object, Pool};
 use uuid::Uuid;
@@ -11,6 +10,7 @@ use crate::ack::fusion::AckFusion;
 use crate::ack::registry::AckRegistry;
 use crate::config::Config;
 use crate::crypto::Sealer;
+use crate::demand::Demand;
 use crate::lanes::{LaneSettings, Lanes};
 use crate::longpoll::LongPoll;
 use crate::metrics::Metrics;
@@ -29,6 +29,8 @@ pub struct App {
     pub pool: Pool,
     pub metrics: Metrics,
     pub long_poll: LongPoll,
+    /// Whether consumers wait for messages (written by the pop route, read by the lanes).
+    pub demand: Arc<Demand>,
     pub default_tenant: Uuid,
     /// The ack registry, when `QUEEN_ACK_REGISTRY` is on.
     pub registry: Option<AckRegistry>,
@@ -83,7 +85,8 @@ impl App {
         let registry = config
             .ack_registry
             .then(|| AckRegistry::new(config.ack_registry_mb));
-        let (fusion, pop_fusion) = fusions(&config, &pool);
+        let demand = Arc::new(Demand::default());
+        let (fusion, pop_fusion) = fusions(&config, &pool, &demand);
         let hotlist = config
             .hotlist
             .then(|| Hotlist::new(std::time::Duration::from_millis(config.hotlist_reseed_ms)));
@@ -105,6 +108,7 @@ impl App {
             pool,
             metrics: Metrics::default(),
             long_poll: LongPoll::default(),
+            demand,
             default_tenant: Uuid::parse_str(ackbench_wire::DEFAULT_TENANT).expect("a valid UUID"),
         }
     }
@@ -119,17 +123,22 @@ impl App {
 }
 
 /// Ack fusion and pop fusion, each on lanes of its own, or, both on with `QUEEN_FUSION_JOINT`,
-/// sharing ack fusion's lanes so acks and pops waiting together commit together.
-fn fusions(config: &Config, pool: &Pool) -> (Option<AckFusion>, Option<PopFusion>) {
-    let ack_hold = Duration::from_millis(config.ack_fusion_hold_ms);
+/// sharing one set of lanes so acks and pops waiting together commit together (the lanes then
+/// follow ack fusion's settings).
+fn fusions(
+    config: &Config,
+    pool: &Pool,
+    demand: &Arc<Demand>,
+) -> (Option<AckFusion>, Option<PopFusion>) {
+    let ack_concurrency = Config::lane_concurrency(config.ack_fusion_shards);
+    let ack_linger = config.lane_linger(config.ack_fusion_hold_ms);
     if config.ack_fusion && config.pop_fusion && config.fusion_joint {
         let (ack_stats, pop_stats) = (Arc::default(), Arc::default());
         let settings = LaneSettings {
-            shards: config.ack_fusion_shards,
-            hold: ack_hold,
-            linger: Duration::from_millis(config.fusion_linger_ms),
-            linger_min_rate: config.fusion_linger_min_rate,
+            concurrency: ack_concurrency,
+            linger: ack_linger,
             max_ack_rows: config.ack_fusion_max_rows,
+            demand: Arc::clone(demand),
             ack_stats: Arc::clone(&ack_stats),
             pop_stats: Arc::clone(&pop_stats),
         };
@@ -142,14 +151,19 @@ fn fusions(config: &Config, pool: &Pool) -> (Option<AckFusion>, Option<PopFusion
     let fusion = config.ack_fusion.then(|| {
         AckFusion::start(
             pool.clone(),
-            config.ack_fusion_shards,
-            ack_hold,
+            ack_concurrency,
+            ack_linger,
             config.ack_fusion_max_rows,
+            Arc::clone(demand),
         )
     });
     let pop_fusion = config.pop_fusion.then(|| {
-        let hold = Duration::from_millis(config.pop_fusion_hold_ms);
-        PopFusion::start(pool.clone(), config.pop_fusion_shards, hold)
+        PopFusion::start(
+            pool.clone(),
+            Config::lane_concurrency(config.pop_fusion_shards),
+            config.lane_linger(config.pop_fusion_hold_ms),
+            Arc::clone(demand),
+        )
     });
     (fusion, pop_fusion)
 }

@@ -6,6 +6,13 @@
 
 use std::fmt;
 use std::net::SocketAddr;
+use std::time::Duration;
+
+use crate::lanes::control::{ConcurrencyMode, Linger};
+
+/// The most flushes adaptive lanes run at once (the seed's shard count, sized for Queen's
+/// 32-vCPU hosts); they start at one and go up only on a measured gain.
+pub const ADAPTIVE_MAX_FLUSHES: usize = 8;
 
 /// Everything the broker reads at start.
 #[derive(Debug, Clone)]
@@ -18,7 +25,11 @@ pub struct Config {
     pub ack_registry: bool,
     pub ack_registry_mb: usize,
     pub ack_fusion: bool,
+    /// `QUEEN_ACK_FUSION_SHARDS`: how many flushes the (ack or joint) lanes run at once; 0, the
+    /// default, lets the lanes decide from what they measure (`lanes/control.rs`).
     pub ack_fusion_shards: usize,
+    /// `QUEEN_ACK_FUSION_HOLD_MS`: the hold bound, the longest an adaptive linger holds a first
+    /// arrival at an idle (ack or joint) lane.
     pub ack_fusion_hold_ms: u64,
     /// Rows one fusion flush may carry. Unbounded normally; `QUEEN_TEST_ACK_FUSION_MAX_ROWS=1`
     /// deliberately breaks fusion (one commit per ack) so tests can prove the gates catch it.
@@ -54,6 +65,8 @@ pub struct Config {
     pub pop_pending_gate: bool,
     /// `QUEEN_POP_FUSION`: concurrent pops claim in one transaction.
     pub pop_fusion: bool,
+    /// `QUEEN_POP_FUSION_SHARDS`: as `ack_fusion_shards`, for pop lanes of their own (joint
+    /// lanes follow `QUEEN_ACK_FUSION_SHARDS`); 0, the default, is adaptive.
     pub pop_fusion_shards: usize,
     /// `QUEEN_FUSION_JOINT`: with ack and pop fusion both on, the acks and pops waiting in a
     /// lane commit in one transaction (the lanes take ack fusion's shards and hold).
@@ -62,14 +75,12 @@ pub struct Config {
     /// partition as it enqueues (when more follows the span) and wakes a parked pop, whose
     /// claim then rides the ack's flush, after the ack, instead of waiting for its commit.
     pub ack_handoff: bool,
-    /// `QUEEN_FUSION_LINGER_MS`: how long an idle joint lane waits after a first arrival
-    /// before it flushes (0, the default: fire-on-idle, at once). A linger trades latency for
-    /// commits: it pays at light, open-loop load and costs a closed loop its round trips
-    /// (measured in the README).
+    /// `QUEEN_FUSION_LINGER_MS`: a fixed linger, how long an idle lane waits after a first
+    /// arrival before it flushes. 0, the default: adaptive, growing with the arrival rate up to
+    /// the hold bound (`lanes/control.rs`).
     pub fusion_linger_ms: u64,
-    /// `QUEEN_FUSION_LINGER_MIN_RATE`: a lane lingers only while its smoothed arrival rate
-    /// (acks and pops per second) is at least this (0, the default: whenever the linger is set).
-    /// Below it a linger collects little and costs every round trip its wait.
+    /// `QUEEN_FUSION_LINGER_MIN_RATE`: with a fixed linger, a lane lingers only while its
+    /// smoothed arrival rate (acks and pops per second) is at least this (0: always).
     pub fusion_linger_min_rate: u64,
     pub pop_fusion_hold_ms: u64,
     /// `QUEEN_SEGMENT_CACHE_MB`: decoded segments held for pops (0 turns the cache off).
@@ -154,8 +165,8 @@ impl Config {
             ack_registry: vars.flag("QUEEN_ACK_REGISTRY", true)?,
             ack_registry_mb: vars.number("QUEEN_ACK_REGISTRY_MB", 64, 0, 1 << 20)?,
             ack_fusion: vars.flag("QUEEN_ACK_FUSION", true)?,
-            ack_fusion_shards: vars.number("QUEEN_ACK_FUSION_SHARDS", 8, 1, 1024)?,
-            ack_fusion_hold_ms: vars.number("QUEEN_ACK_FUSION_HOLD_MS", 3, 1, 60_000)?,
+            ack_fusion_shards: vars.number("QUEEN_ACK_FUSION_SHARDS", 0, 0, 1024)?,
+            ack_fusion_hold_ms: vars.number("QUEEN_ACK_FUSION_HOLD_MS", 5, 1, 60_000)?,
             ack_fusion_max_rows: vars.number(
                 "QUEEN_TEST_ACK_FUSION_MAX_ROWS",
                 usize::MAX,
@@ -198,7 +209,7 @@ impl Config {
             hotlist_reseed_ms: vars.number("QUEEN_HOTLIST_RESEED_MS", 30_000, 100, 86_400_000)?,
             pop_pending_gate: vars.flag("QUEEN_POP_PENDING_GATE", true)?,
             pop_fusion: vars.flag("QUEEN_POP_FUSION", true)?,
-            pop_fusion_shards: vars.number("QUEEN_POP_FUSION_SHARDS", 4, 1, 1024)?,
+            pop_fusion_shards: vars.number("QUEEN_POP_FUSION_SHARDS", 0, 0, 1024)?,
             pop_fusion_hold_ms: vars.number("QUEEN_POP_FUSION_HOLD_MS", 3, 1, 60_000)?,
             fusion_joint: vars.flag("QUEEN_FUSION_JOINT", true)?,
             ack_handoff: vars.flag("QUEEN_ACK_HANDOFF", true)?,
@@ -212,6 +223,29 @@ impl Config {
             segment_cache_mb: vars.number("QUEEN_SEGMENT_CACHE_MB", 256, 0, 1 << 20)?,
             encryption_key: encryption_key(&vars)?,
         })
+    }
+
+    /// The lanes' flush concurrency for a `*_SHARDS` value (0: adaptive).
+    pub fn lane_concurrency(shards: usize) -> ConcurrencyMode {
+        match shards {
+            0 => ConcurrencyMode::Adaptive {
+                max: ADAPTIVE_MAX_FLUSHES,
+            },
+            n => ConcurrencyMode::Fixed(n),
+        }
+    }
+
+    /// The lanes' linger: fixed by `QUEEN_FUSION_LINGER_MS`, or adaptive up to `hold_ms`.
+    pub fn lane_linger(&self, hold_ms: u64) -> Linger {
+        match self.fusion_linger_ms {
+            0 => Linger::Adaptive {
+                hold: Duration::from_millis(hold_ms),
+            },
+            ms => Linger::Fixed {
+                linger: Duration::from_millis(ms),
+                min_rate: self.fusion_linger_min_rate,
+            },
+        }
     }
 
     /// A configuration for `database` with every other value at its default (tests, loadgen).
@@ -323,8 +357,27 @@ mod tests {
         assert_eq!(c.listen.port(), 6632);
         assert!(c.ack_registry && c.ack_fusion && !c.tenancy_header);
         assert_eq!(c.ack_registry_mb, 64);
-        assert_eq!(c.ack_fusion_shards, 8);
-        assert_eq!(c.ack_fusion_hold_ms, 3);
+        assert_eq!(
+            (c.ack_fusion_shards, c.pop_fusion_shards),
+            (0, 0),
+            "adaptive"
+        );
+        assert_eq!(
+            (c.fusion_linger_ms, c.fusion_linger_min_rate),
+            (0, 0),
+            "adaptive"
+        );
+        assert_eq!(c.ack_fusion_hold_ms, 5);
+        assert_eq!(
+            Config::lane_concurrency(c.ack_fusion_shards),
+            ConcurrencyMode::Adaptive { max: 8 }
+        );
+        assert_eq!(
+            c.lane_linger(c.ack_fusion_hold_ms),
+            Linger::Adaptive {
+                hold: Duration::from_millis(5)
+            }
+        );
         assert_eq!(c.retention_interval_ms, 5000);
         assert_eq!(c.txns_min_retention_seconds, 900);
         assert_eq!(c.max_body_bytes, 16 << 20);
@@ -347,6 +400,7 @@ mod tests {
             ("DB_POOL_SIZE", "0"),
             ("QUEEN_ACK_REGISTRY", "maybe"),
             ("QUEEN_ACK_FUSION_SHARDS", "-2"),
+            ("QUEEN_ACK_FUSION_SHARDS", "1025"),
             ("QUEEN_MAX_BODY_BYTES", "12x"),
             ("DATABASE_URL", "postgres://db.example:notaport/x"),
             ("PG_PORT", "70000"),

@@ -14,13 +14,15 @@
 //!   `DbError` with the procedures' structured refusals, shared reads; `segment_cache`: decoded
 //!   segments;
 //! - `segment`: packing and unpacking the compressed frames of a segment;
-//! - `longpoll`: parked pops woken by pushes; `retention`: the background purge;
+//! - `longpoll`: parked pops woken by pushes; `demand`: whether consumers wait for messages
+//!   (the lanes' linger reads it); `retention`: the background purge;
 //! - `config`, `metrics`, `app`: environment, counters, shared state.
 
 pub mod ack;
 pub mod app;
 pub mod config;
 pub mod crypto;
+pub mod demand;
 pub mod http;
 pub mod lanes;
 pub mod longpoll;

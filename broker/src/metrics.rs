@@ -252,6 +252,26 @@ fn render_ack_fusion(out: &mut String, f: &FusionSnapshot) {
             "Wall time of flushes: connection, call and commit.",
             f.flush_us,
         ),
+        (
+            "queen_lanes_lingers_total",
+            "Lingers of an idle lane after a first arrival.",
+            f.lingers,
+        ),
+        (
+            "queen_lanes_linger_microseconds_total",
+            "Time the lanes' lingers were set to hold their work (one ended early by a full flush counts whole).",
+            f.linger_us,
+        ),
+        (
+            "queen_lanes_probes_total",
+            "Epochs the lanes tried one more flush in flight.",
+            f.probes,
+        ),
+        (
+            "queen_lanes_probes_kept_total",
+            "Probes that measured a gain and were kept.",
+            f.probes_kept,
+        ),
     ];
     for (name, help, value) in series {
         counter(out, name, help, value);
@@ -265,8 +285,8 @@ fn render_ack_fusion(out: &mut String, f: &FusionSnapshot) {
     gauge(
         out,
         "queen_ack_fusion_shards",
-        "Fusion shards.",
-        f.shards as f64,
+        "Flushes the lanes may run at once now (adaptive unless QUEEN_ACK_FUSION_SHARDS is set).",
+        f.concurrency as f64,
     );
 }
 

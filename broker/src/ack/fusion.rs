@@ -2,30 +2,30 @@
 //! from many requests commit together in one `queen.log_ack_multi_v1` transaction, so the ack
 //! commit rate, and its fsyncs, collapse under load.
 //!
-//! - Sharded by a hash of the partition id (`QUEEN_ACK_FUSION_SHARDS`): every ack of a partition
-//!   lands in one shard, so folding and per-partition commit order are intra-shard.
-//! - Fire-on-idle: each shard runs one flush at a time. An arrival at an idle shard flushes at
-//!   once (a flush of one row at low load); arrivals during a flush wait in the shard's inbox and
-//!   the next flush takes all of them. Batch size is emergent. The inbox is a channel, so a
-//!   wake-up cannot be lost; `QUEEN_ACK_FUSION_HOLD_MS` only bounds how long an idle shard sleeps
-//!   between looks at its inbox (a liveness backstop, not a latency floor).
+//! - Keyed by a hash of the partition id: every ack of a partition lands in one slot of the
+//!   lanes, so folding and per-partition commit order hold within a slot.
+//! - Fire-on-idle (`lanes`): an arrival at an idle engine flushes at once or after a short
+//!   linger that grows with the arrival rate, never longer than `QUEEN_ACK_FUSION_HOLD_MS`;
+//!   arrivals during a flush go in the next one. Batch size is emergent. How many flushes run
+//!   at once is measured, not configured (`QUEEN_ACK_FUSION_SHARDS` fixes it).
 //! - Folding: requests with the same (partition, group, worker) fold into one row at the highest
 //!   `batch_end`, and every folded request gets that row's verdict (sound: a cursor advance is
 //!   monotone and idempotent). Different workers on one (partition, group) stay separate rows.
 //! - The waiter's answer resolves only after the flush commits. Waiters never hold a pooled
 //!   connection: only the shard's flush takes one, for the duration of the call.
-//! - The shards are `lanes`: with pop fusion on and `QUEEN_FUSION_JOINT`, the acks and pops
-//!   waiting in a lane commit together (see `lanes.rs`).
+//! - With pop fusion on and `QUEEN_FUSION_JOINT`, the acks and pops waiting in the lanes commit
+//!   together (see `lanes/mod.rs`).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
-use std::time::Duration;
 
 use deadpool_postgres::{Object, Pool};
 use tokio::sync::oneshot;
 use tokio_postgres::{Client, Statement};
 
+use crate::demand::Demand;
+use crate::lanes::control::{ConcurrencyMode, Linger};
 use crate::lanes::{LaneSettings, Lanes, Work};
 use uuid::Uuid;
 use xxhash_rust::xxh3::xxh3_64;
@@ -89,16 +89,21 @@ impl Enqueued {
 }
 
 impl AckFusion {
-    /// Starts `shards` lanes of its own flushing through `pool`. `max_rows` caps the rows of
+    /// Starts lanes of its own flushing through `pool`. `max_rows` caps the ack requests of
     /// one flush (unbounded normally; 1 turns fusion into one commit per ack, for gate tests).
-    pub fn start(pool: Pool, shards: usize, hold: Duration, max_rows: usize) -> AckFusion {
+    pub fn start(
+        pool: Pool,
+        concurrency: ConcurrencyMode,
+        linger: Linger,
+        max_rows: usize,
+        demand: Arc<Demand>,
+    ) -> AckFusion {
         let stats = Arc::new(FusionStats::default());
         let settings = LaneSettings {
-            shards,
-            hold,
-            linger: Duration::ZERO,
-            linger_min_rate: 0,
+            concurrency,
+            linger,
             max_ack_rows: max_rows.max(1),
+            demand,
             ack_stats: stats.clone(),
             pop_stats: Arc::default(),
         };
@@ -125,9 +130,14 @@ impl AckFusion {
         self.joint
     }
 
-    /// How many lanes flush.
-    pub fn shards(&self) -> usize {
-        self.lanes.shards()
+    /// The lanes this fusion enqueues into.
+    pub fn lanes(&self) -> &Lanes {
+        &self.lanes
+    }
+
+    /// How many flushes the lanes may run at once now.
+    pub fn concurrency(&self) -> usize {
+        self.lanes.concurrency()
     }
 
     /// Enqueues a hit and waits for its flush's verdict. Every ack of a partition goes to one
@@ -148,22 +158,14 @@ impl AckFusion {
 
 type Waiter = (FusedAck, oneshot::Sender<Verdict>);
 
-/// Takes waiters covering at most `max_rows` folded rows, in arrival order.
-pub fn take_batch(backlog: &mut Vec<Waiter>, max_rows: usize) -> Vec<Waiter> {
-    let mut keys: Vec<(Uuid, &str, &str)> = Vec::new();
-    let mut cut = backlog.len();
-    for (i, (a, _)) in backlog.iter().enumerate() {
-        let key = (a.partition, a.group.as_str(), a.worker.as_str());
-        if !keys.contains(&key) {
-            if keys.len() == max_rows {
-                cut = i;
-                break;
-            }
-            keys.push(key);
-        }
-    }
-    let rest = backlog.split_off(cut);
-    std::mem::replace(backlog, rest)
+/// A hash of the key `fold` folds requests by: (partition, group, worker).
+pub fn fold_key(a: &FusedAck) -> u64 {
+    let mut bytes = Vec::with_capacity(16 + a.group.len() + a.worker.len() + 1);
+    bytes.extend_from_slice(a.partition.as_bytes());
+    bytes.extend_from_slice(a.group.as_bytes());
+    bytes.push(0);
+    bytes.extend_from_slice(a.worker.as_bytes());
+    xxh3_64(&bytes)
 }
 
 /// One row of a flush: the folded requests it answers.
@@ -316,21 +318,5 @@ mod tests {
         assert_eq!((rows[0].batch_end, rows[0].waiters.len()), (9, 2));
         assert_eq!((rows[1].worker.as_str(), rows[1].batch_end), ("w2", 7));
         assert_eq!((rows[2].group.as_str(), rows[2].batch_end), ("h", 3));
-    }
-
-    #[test]
-    fn max_rows_cuts_batches_by_folded_rows() {
-        let p = Uuid::now_v7();
-        let mut backlog = vec![
-            waiter(p, "g", "w1", 1).0,
-            waiter(p, "g", "w1", 2).0,
-            waiter(p, "g", "w2", 3).0,
-        ];
-        let first = take_batch(&mut backlog, 1);
-        assert_eq!(first.len(), 2, "both requests of the first row");
-        assert_eq!(backlog.len(), 1);
-        let all = take_batch(&mut backlog, usize::MAX);
-        assert_eq!(all.len(), 1);
-        assert!(backlog.is_empty());
     }
 }

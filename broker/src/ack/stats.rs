@@ -27,7 +27,13 @@ pub struct FusionSnapshot {
     pub rejected: u64,
     pub flush_errors: u64,
     pub flush_us: u64,
-    pub shards: usize,
+    /// Flushes the lanes may run at once now.
+    pub concurrency: usize,
+    /// The lanes' lingers: how many, their total wait, and probes of one more flush in flight.
+    pub lingers: u64,
+    pub linger_us: u64,
+    pub probes: u64,
+    pub probes_kept: u64,
 }
 
 impl FusionSnapshot {
@@ -72,7 +78,11 @@ impl FusionSnapshot {
             rejected: s.rejected.load(Relaxed),
             flush_errors: s.flush_errors.load(Relaxed),
             flush_us: s.flush_us.load(Relaxed),
-            shards: f.shards(),
+            concurrency: f.concurrency(),
+            lingers: f.lanes().gauges.lingers.load(Relaxed),
+            linger_us: f.lanes().gauges.linger_us.load(Relaxed),
+            probes: f.lanes().gauges.probes.load(Relaxed),
+            probes_kept: f.lanes().gauges.probes_kept.load(Relaxed),
         }
     }
 }

@@ -1,22 +1,22 @@
 //! Pop fusion: concurrent pops claim their leases in one `queen.log_pop_multi_v3`
 //! transaction, so with pops of one message the commits per delivered message fall below one.
 //!
-//! - Sharded (`QUEEN_POP_FUSION_SHARDS`) by a hash of the job's candidates' first partition, so
-//!   pops of one queue spread over the shards.
-//! - Fire-on-idle, like ack fusion: a shard runs one flush at a time; a job arriving at an idle
-//!   shard flushes at once, jobs arriving during a flush go in the next one, at most
-//!   `MAX_JOBS` per flush. `QUEEN_POP_FUSION_HOLD_MS` only bounds how long an idle shard sleeps
-//!   between looks at its inbox.
+//! - Keyed by a hash of the job's first candidate partition, so a pop lands in the lanes' slot
+//!   of that partition's acks.
+//! - Fire-on-idle, like ack fusion (`lanes`): a job arriving at an idle engine flushes at once or
+//!   after a linger bounded by `QUEEN_POP_FUSION_HOLD_MS` (separate lanes) or
+//!   `QUEEN_ACK_FUSION_HOLD_MS` (joint ones); jobs arriving during a flush go in the next one,
+//!   at most `MAX_JOBS` per flush. How many flushes run at once is measured
+//!   (`QUEEN_POP_FUSION_SHARDS` fixes it for separate lanes).
 //! - Jobs carry disjoint candidates (the hotlist hands each partition to one pop); the procedure
 //!   visits (partition, group) pairs in ascending order and answers rows by job ordinal, so each
 //!   waiter gets exactly its own rows back.
 //! - Waiters hold no pooled connection; only the flush takes one, for the call.
-//! - The shards are `lanes`: with ack fusion on and `QUEEN_FUSION_JOINT`, the pops and acks
-//!   waiting in a lane commit together (see `lanes.rs`).
+//! - With ack fusion on and `QUEEN_FUSION_JOINT`, the pops and acks waiting in the lanes commit
+//!   together (see `lanes/mod.rs`).
 
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
-use std::time::Duration;
 
 use deadpool_postgres::Pool;
 use tokio::sync::oneshot;
@@ -24,10 +24,14 @@ use xxhash_rust::xxh3::xxh3_64;
 
 use super::claim::PopJob;
 use crate::ack::fusion::FusionStats;
+use crate::demand::Demand;
+use crate::lanes::control::{ConcurrencyMode, Linger};
 use crate::lanes::{LaneSettings, Lanes, PopAnswer, Work};
 
-/// Jobs one flush carries at most.
-pub const MAX_JOBS: usize = 16;
+/// Jobs one flush carries at most. Queen caps a shard's flush at 16; here one flush carries the
+/// pops of every slot, paced by a linger at busy open loads, so the cap is set by what one
+/// `log_pop_multi_v3` call claims cheaply rather than by a shard's share.
+pub const MAX_JOBS: usize = 64;
 
 /// Counters of the pop fusion path.
 #[derive(Default)]
@@ -47,15 +51,19 @@ pub struct PopFusion {
 }
 
 impl PopFusion {
-    /// Starts `shards` lanes of its own flushing through `pool`.
-    pub fn start(pool: Pool, shards: usize, hold: Duration) -> PopFusion {
+    /// Starts lanes of its own flushing through `pool`.
+    pub fn start(
+        pool: Pool,
+        concurrency: ConcurrencyMode,
+        linger: Linger,
+        demand: Arc<Demand>,
+    ) -> PopFusion {
         let stats = Arc::new(PopFusionStats::default());
         let settings = LaneSettings {
-            shards,
-            hold,
-            linger: Duration::ZERO,
-            linger_min_rate: 0,
+            concurrency,
+            linger,
             max_ack_rows: 1,
+            demand,
             ack_stats: Arc::new(FusionStats::default()),
             pop_stats: stats.clone(),
         };

@@ -35,7 +35,9 @@ pub async fn handle(app: &App, req: &Request) -> Result<Answer, ApiError> {
         app.long_poll
             .park(scope, params.group.as_deref().unwrap_or(QUEUE_MODE_GROUP))
     });
-    let mut parked = false;
+    // Set once the pop found nothing and waits: counts it as waiting for messages until the
+    // request ends.
+    let mut parked = None;
     let mut recheck = false;
     loop {
         let notified = waiter.as_ref().map(|w| w.slot().notify.notified());
@@ -49,10 +51,11 @@ pub async fn handle(app: &App, req: &Request) -> Result<Answer, ApiError> {
         let now = Instant::now();
         if !params.wait || now >= deadline {
             Metrics::add(&app.metrics.pops_empty, 1);
+            app.demand.came_back_empty();
             return Ok(http::empty(StatusCode::NO_CONTENT));
         }
-        if !parked {
-            parked = true;
+        if parked.is_none() {
+            parked = Some(app.demand.waiting());
             Metrics::add(&app.metrics.long_poll_parked, 1);
         }
         let recheck_in = Duration::from_millis(app.config.long_poll_recheck_ms).min(deadline - now);

@@ -1472,11 +1472,17 @@ async fn a_pool_of_two_completes_100_concurrent_fused_acks_in_fewer_commits() {
 // ---------------------------------------------------------------------------------------------
 // fusion on its own
 
-/// A fusion instance of its own (one shard) on the test broker's database.
+/// A fusion instance of its own (one flush at a time, no linger) on the test broker's database.
 fn fusion_on(t: &TestBroker, max_rows: usize) -> AckFusion {
+    use ackbench_broker::lanes::control::{ConcurrencyMode, Linger};
     let config: tokio_postgres::Config = t.db_url.parse().unwrap();
     let pool = ackbench_broker::storage::pool(&config, 4).unwrap();
-    AckFusion::start(pool, 1, Duration::from_millis(3), max_rows)
+    let no_linger = Linger::Fixed {
+        linger: Duration::ZERO,
+        min_rate: 0,
+    };
+    let demand = std::sync::Arc::default();
+    AckFusion::start(pool, ConcurrencyMode::Fixed(1), no_linger, max_rows, demand)
 }
 
 fn fused(pid: &str, group: &str, worker: &str, batch_end: i64) -> FusedAck {

@@ -377,16 +377,19 @@ fn joint_lanes(
     ackbench_broker::ack::fusion::AckFusion,
     ackbench_broker::pop::fusion::PopFusion,
 ) {
+    use ackbench_broker::lanes::control::{ConcurrencyMode, Linger};
     use ackbench_broker::lanes::{LaneSettings, Lanes};
     use std::sync::Arc;
     let pool = ackbench_broker::storage::pool(&t.db_url.parse().unwrap(), 2).unwrap();
     let (ack_stats, pop_stats) = (Arc::default(), Arc::default());
     let settings = LaneSettings {
-        shards: 1,
-        hold: Duration::from_millis(3),
-        linger,
-        linger_min_rate,
+        concurrency: ConcurrencyMode::Fixed(1),
+        linger: Linger::Fixed {
+            linger,
+            min_rate: linger_min_rate,
+        },
         max_ack_rows: usize::MAX,
+        demand: Arc::default(),
         ack_stats: Arc::clone(&ack_stats),
         pop_stats: Arc::clone(&pop_stats),
     };

@@ -1,0 +1,293 @@
+//! The lanes' two run-time decisions, as pure state machines fed with what the lanes measure:
+//! how many flushes may run at once (`Concurrency`) and how long an idle lane lingers after a
+//! first arrival (`Linger`). Neither touches a clock or a database, so a simulated lane can
+//! drive them deterministically (`sim.rs`).
+//!
+//! Concurrency: more flushes at once pay only where concurrent commits overlap on the database
+//! (a host with cores and a WAL device to spare); where they serialise (two cores, one WAL
+//! sync at a time), a second flush halves every flush's rows and doubles the commits. The
+//! controller starts at one flush and raises the limit only by a probe that measured a gain:
+//! while work waits on the limit for most of an epoch, it allows one more flush for one epoch
+//! and keeps it only if that epoch completed at least `PROBE_GAIN` times the work of the
+//! epochs before; a probe that gains nothing is not tried again for a backoff that doubles up to
+//! `MAX_BACKOFF`. It lowers the limit when the flushes in flight, averaged over an epoch, would
+//! fit in half of one fewer. Raising needs a measured gain and lowering needs idle capacity, and
+//! a failed probe backs off exponentially, so the limit cannot oscillate: at most one probe
+//! epoch per backoff.
+//!
+//! Linger: an idle lane that flushes a first arrival at once commits it alone; waiting lets
+//! later arrivals share its commit. It lingers only while consumers wait for messages (a
+//! long-poll waits, or a pop came back empty lately: `demand.rs`). Then the supply of messages
+//! bounds the throughput, and a linger costs latency the consumers would spend waiting anyway;
+//! while every consumer finds work, the consumers wait on the lanes, and a linger would cost
+//! a closed loop its throughput (each consumer waits for every flush it is in). The wait grows
+//! with the lane's smoothed arrival rate, from none where it would gather less than half an
+//! item to the whole hold bound where the bound gathers a full batch (`FULL_GATHER` items). It
+//! never exceeds the hold bound, and a lane whose inbox fills a flush stops lingering at once.
+//! A lane lingers when work arrives at it idle, and when its flushes finish with work waiting
+//! that arrived during them: a steady stream is then paced at one flush per linger and flush,
+//! and each flush carries what the whole cycle gathered.
+
+use std::time::{Duration, Instant};
+
+/// How many flushes may run at once: fixed by the operator, or decided from measurements.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConcurrencyMode {
+    Fixed(usize),
+    /// Adaptive between one and `max`.
+    Adaptive {
+        max: usize,
+    },
+}
+
+/// What one epoch of the lanes measured.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Epoch {
+    /// Work items (acks and pops) whose flush completed.
+    pub items: u64,
+    /// Fraction of the epoch during which ready work waited because the limit was reached.
+    pub saturated: f64,
+    /// Flushes in flight, averaged over the epoch.
+    pub mean_inflight: f64,
+}
+
+/// The flush-concurrency controller.
+#[derive(Debug, Clone)]
+pub struct Concurrency {
+    mode: ConcurrencyMode,
+    limit: usize,
+    /// Items per epoch at the current limit (mean of the last two unprobed epochs).
+    baseline: Option<f64>,
+    last_unprobed: Option<f64>,
+    probing: bool,
+    backoff: Duration,
+    next_probe: Option<Instant>,
+    /// Probes tried and probes kept, for the metrics.
+    pub probes: u64,
+    pub probes_kept: u64,
+}
+
+impl Concurrency {
+    /// How long one epoch lasts.
+    pub const EPOCH: Duration = Duration::from_millis(200);
+    /// A probe is kept when its epoch completed at least this many times the baseline's work.
+    pub const PROBE_GAIN: f64 = 1.10;
+    /// The fraction of an epoch work must wait on the limit before a probe.
+    pub const SATURATED: f64 = 0.5;
+    pub const MIN_BACKOFF: Duration = Duration::from_secs(2);
+    pub const MAX_BACKOFF: Duration = Duration::from_secs(60);
+
+    pub fn new(mode: ConcurrencyMode) -> Concurrency {
+        let limit = match mode {
+            ConcurrencyMode::Fixed(n) => n.max(1),
+            ConcurrencyMode::Adaptive { .. } => 1,
+        };
+        Concurrency {
+            mode,
+            limit,
+            baseline: None,
+            last_unprobed: None,
+            probing: false,
+            backoff: Self::MIN_BACKOFF,
+            next_probe: None,
+            probes: 0,
+            probes_kept: 0,
+        }
+    }
+
+    /// Flushes allowed in flight now.
+    pub fn limit(&self) -> usize {
+        self.limit
+    }
+
+    /// Takes an epoch's measurements at `now`, its end, and adjusts the limit.
+    pub fn end_epoch(&mut self, now: Instant, e: Epoch) {
+        let ConcurrencyMode::Adaptive { max } = self.mode else {
+            return;
+        };
+        let work = e.items as f64;
+        if self.probing {
+            self.probing = false;
+            let base = self.baseline.unwrap_or(0.0);
+            if base > 0.0 && work >= base * Self::PROBE_GAIN {
+                self.probes_kept += 1;
+                self.backoff = Self::MIN_BACKOFF;
+                self.reset_baseline();
+            } else {
+                self.limit -= 1;
+                self.backoff = (self.backoff * 2).min(Self::MAX_BACKOFF);
+                self.next_probe = Some(now + self.backoff);
+            }
+            return;
+        }
+        self.baseline = Some(match self.last_unprobed {
+            Some(before) => (before + work) / 2.0,
+            None => work,
+        });
+        self.last_unprobed = Some(work);
+        let probe_due = self.next_probe.is_none_or(|t| now >= t);
+        if e.saturated >= Self::SATURATED && self.limit < max && probe_due && work > 0.0 {
+            self.probes += 1;
+            self.probing = true;
+            self.limit += 1;
+        } else if self.limit > 1 && e.mean_inflight < (self.limit - 1) as f64 * 0.5 {
+            self.limit -= 1;
+            self.reset_baseline();
+        }
+    }
+
+    fn reset_baseline(&mut self) {
+        self.baseline = None;
+        self.last_unprobed = None;
+    }
+}
+
+/// How long an idle lane lingers after a first arrival.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Linger {
+    /// Grows with the arrival rate, up to `hold` (see the module's doc).
+    Adaptive { hold: Duration },
+    /// `QUEEN_FUSION_LINGER_MS`: always `linger`, while the rate is at least `min_rate` a
+    /// second (0: always).
+    Fixed { linger: Duration, min_rate: u64 },
+}
+
+impl Linger {
+    /// Items a linger of the whole hold bound should gather for the bound to be worth it: the
+    /// acks and pops of a joint flush that carries about eight acks, the rows at which a flush's
+    /// fixed cost (call, commit, WAL sync) is spread over enough messages to matter less than
+    /// its rows.
+    pub const FULL_GATHER: f64 = 16.0;
+    /// Below this many expected items a linger only adds latency.
+    pub const MIN_GATHER: f64 = 0.5;
+
+    /// The linger for a first arrival at an idle lane whose smoothed arrival rate is `rate`
+    /// items a second, `consumers_wait` saying whether consumers are waiting for messages.
+    pub fn wait(&self, rate: f64, consumers_wait: bool) -> Duration {
+        match *self {
+            Linger::Fixed { linger, min_rate } => {
+                if rate >= min_rate as f64 {
+                    linger
+                } else {
+                    Duration::ZERO
+                }
+            }
+            Linger::Adaptive { .. } if !consumers_wait => Duration::ZERO,
+            Linger::Adaptive { hold } => {
+                let hold_s = hold.as_secs_f64();
+                // The rate at which the whole bound gathers a full batch.
+                let full_rate = Self::FULL_GATHER / hold_s.max(1e-6);
+                let wait_s = hold_s * (rate / full_rate).min(1.0);
+                if rate * wait_s < Self::MIN_GATHER {
+                    Duration::ZERO
+                } else {
+                    Duration::from_secs_f64(wait_s)
+                }
+            }
+        }
+    }
+
+    /// The longest a linger may hold a first arrival.
+    pub fn bound(&self) -> Duration {
+        match *self {
+            Linger::Fixed { linger, .. } => linger,
+            Linger::Adaptive { hold } => hold,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn epoch(items: u64, saturated: f64, mean_inflight: f64) -> Epoch {
+        Epoch {
+            items,
+            saturated,
+            mean_inflight,
+        }
+    }
+
+    #[test]
+    fn a_fixed_limit_never_moves() {
+        let mut c = Concurrency::new(ConcurrencyMode::Fixed(4));
+        let t = Instant::now();
+        for k in 0..20 {
+            c.end_epoch(t + Concurrency::EPOCH * k, epoch(100, 1.0, 4.0));
+        }
+        assert_eq!(c.limit(), 4);
+    }
+
+    #[test]
+    fn a_probe_without_gain_is_undone_and_backs_off() {
+        let mut c = Concurrency::new(ConcurrencyMode::Adaptive { max: 8 });
+        let t = Instant::now();
+        c.end_epoch(t, epoch(1000, 0.9, 1.0));
+        assert_eq!(c.limit(), 2, "saturated: probe a second flush");
+        c.end_epoch(t + Concurrency::EPOCH, epoch(1020, 0.9, 2.0));
+        assert_eq!(c.limit(), 1, "2 % is no gain");
+        // Saturated again at once: no probe before the backoff (4 s after the first failure).
+        for k in 2..=20 {
+            c.end_epoch(t + Concurrency::EPOCH * k, epoch(1000, 0.9, 1.0));
+            assert_eq!(c.limit(), 1, "epoch {k}");
+        }
+        c.end_epoch(t + Duration::from_secs(5), epoch(1000, 0.9, 1.0));
+        assert_eq!(c.limit(), 2, "probed again after the backoff");
+    }
+
+    #[test]
+    fn a_probe_with_gain_is_kept_and_idle_capacity_is_given_back() {
+        let mut c = Concurrency::new(ConcurrencyMode::Adaptive { max: 8 });
+        let t = Instant::now();
+        c.end_epoch(t, epoch(1000, 0.9, 1.0));
+        c.end_epoch(t + Concurrency::EPOCH, epoch(1500, 0.9, 2.0));
+        assert_eq!((c.limit(), c.probes_kept), (2, 1));
+        // Light load: half a flush in flight on average fits one fewer.
+        c.end_epoch(t + Concurrency::EPOCH * 2, epoch(200, 0.0, 0.3));
+        assert_eq!(c.limit(), 1);
+    }
+
+    #[test]
+    fn the_adaptive_linger_grows_with_the_rate_up_to_the_bound() {
+        let l = Linger::Adaptive {
+            hold: Duration::from_millis(3),
+        };
+        assert_eq!(l.wait(0.0, true), Duration::ZERO);
+        assert_eq!(
+            l.wait(100.0, true),
+            Duration::ZERO,
+            "would gather 0.005 items"
+        );
+        let at_1000 = l.wait(1000.0, true);
+        assert!(at_1000 > Duration::ZERO && at_1000 < Duration::from_millis(1));
+        assert!(l.wait(3000.0, true) > at_1000);
+        assert_eq!(l.wait(5400.0, true), Duration::from_millis(3));
+        assert_eq!(
+            l.wait(1e9, true),
+            Duration::from_millis(3),
+            "never past the bound"
+        );
+    }
+
+    #[test]
+    fn the_adaptive_linger_waits_only_while_consumers_wait() {
+        let l = Linger::Adaptive {
+            hold: Duration::from_millis(3),
+        };
+        assert_eq!(l.wait(6000.0, false), Duration::ZERO);
+    }
+
+    #[test]
+    fn a_fixed_linger_applies_from_its_rate() {
+        let l = Linger::Fixed {
+            linger: Duration::from_millis(2),
+            min_rate: 5000,
+        };
+        assert_eq!(l.wait(4999.0, true), Duration::ZERO);
+        assert_eq!(
+            l.wait(5000.0, false),
+            Duration::from_millis(2),
+            "whoever waits"
+        );
+    }
+}
