@@ -3,9 +3,9 @@
 --
 -- This file is an immutable schema migration: it is applied once and its checksum recorded in
 -- queen.schema_migrations; never edit it, add the next numbered file instead (sql/README.md).
--- It is the fold of the 21 numbered files a database migrated before the split holds (tables of
--- 001, 010, 012, 014, 015 and 017 of that layout, in their column order), which the migrator
--- records as this version without running it (storage.md, "Upgrading in place").
+-- It folds the DDL of the numbered layout of commit 4fa2920 (001_schema.sql and the table
+-- changes of its files 010, 012, 014, 015 and 017, in their column order): a database migrated
+-- by that layout is recorded at this version without running it (sql/README.md).
 --
 -- Layout facts the ack contract relies on (see shared spec storage.md and ack-internals.md):
 --   * a partition row is the push serializer: `last_offset` is the offset allocator;

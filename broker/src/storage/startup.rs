@@ -1,6 +1,7 @@
-//! Reaching PostgreSQL at start: apply the schema migrations and procedure files over a dedicated connection, waiting out a
-//! server that is still starting, and stopping at once when the server answers that it will
-//! never let us in (the database does not exist, the login is refused).
+//! Reaching PostgreSQL at start: apply the schema migrations and procedure files over a
+//! dedicated connection, waiting out a server that is still starting, and stopping at once when
+//! the server answers that it will never let us in (the database does not exist, the login is
+//! refused).
 //!
 //! After start the pool reconnects on its own: a request that finds PostgreSQL down answers 503
 //! and the next one tries again; nothing here is involved.
