@@ -109,6 +109,12 @@ pub fn apply_blocking(url: &str) {
                 .expect("connect");
             let conn = tokio::spawn(conn);
             apply(&mut client, LEGACY_LAYOUT.len()).await;
+            let rows: i64 = client
+                .query_one("SELECT count(*) FROM queen.schema_migrations", &[])
+                .await
+                .unwrap()
+                .get(0);
+            assert_eq!(rows as usize, LEGACY_LAYOUT.len());
             drop(client);
             let _ = conn.await;
         })
