@@ -10,9 +10,9 @@
 //! - domains, which know nothing of HTTP and answer their own error types: `ack` (the ack
 //!   path and its accelerators), `pop` (hotlist, pop fusion, claims), `push` (push fusion and
 //!   the report of committed segments);
-//! - `storage`: the pool, the embedded migrations of `sql/` (all SQL lives there), startup,
-//!   `DbError` with the procedures' structured refusals, shared reads; `segment_cache`: decoded
-//!   segments;
+//! - `storage`: the pool, the embedded schema migrations and procedure files of `sql/` (all SQL
+//!   lives there), startup, `DbError` with the procedures' structured refusals, shared reads;
+//!   `segment_cache`: decoded segments;
 //! - `segment`: packing and unpacking the compressed frames of a segment;
 //! - `longpoll`: parked pops woken by pushes; `demand`: whether consumers wait for messages
 //!   (the lanes' linger reads it); `retention`: the background purge;
@@ -58,7 +58,8 @@ pub struct Broker {
 }
 
 impl Broker {
-    /// Connects, applies the migrations, binds the listener and starts serving.
+    /// Connects, applies the SQL of `sql/` (storage::migrations), binds the listener and starts
+    /// serving.
     pub async fn start(config: Config) -> Result<Broker, String> {
         let pool = storage::pool(&config.database, config.pool_size)?;
         storage::startup::migrate(&config.database).await?;

@@ -40,7 +40,7 @@ use crate::storage::DbError;
 use ackbench_wire::hash::hash_hex;
 use ackbench_wire::{txn_hash, AckResult};
 
-/// What `queen.log_ack_by_hash_v1` answered (see `sql/006_ack.sql`).
+/// What `queen.log_ack_by_hash_v1` answered (see its header in `sql/procedures/ack.sql`).
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 pub struct HashOutcome {
     pub ok: bool,

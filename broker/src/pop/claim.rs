@@ -1,4 +1,4 @@
-//! The pop procedures' calls (`sql/012_pop_engine.sql`, as `sql/016_pop_options.sql` replaced them): claiming jobs in one transaction, the
+//! The pop procedures' calls (`sql/procedures/pop.sql`): claiming jobs in one transaction, the
 //! SQL wildcard, the hotlist's seed, and resolving a named partition. Rows come back typed;
 //! nothing here knows about HTTP or about the hotlist.
 

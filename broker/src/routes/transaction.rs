@@ -336,7 +336,7 @@ fn ack_plans(app: &App, tenant: Uuid, ops: &[Op]) -> Vec<AckPlan> {
         .collect()
 }
 
-/// The jsonb argument of `log_transaction_wire_v2` (see `sql/009_transaction.sql`); the push
+/// The jsonb argument of `log_transaction_wire_v2` (see `sql/procedures/transaction.sql`); the push
 /// groups of encrypted queues (`sealed`) are packed sealed.
 fn payload(
     tenant: Uuid,
@@ -541,7 +541,7 @@ fn push_results(items: &[Item]) -> Vec<PushResult> {
 // refusals
 
 /// A refusal `log_transaction_wire_v2` raised, read from its DETAIL (`DbError::detail`, the
-/// shapes listed in `sql/013_structured_refusals.sql` and `sql/017_queue_resources.sql`).
+/// shapes listed at the head of `sql/procedures/transaction.sql`).
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(tag = "refusal", rename_all = "snake_case")]
 enum Refusal {

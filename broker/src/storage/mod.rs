@@ -1,5 +1,6 @@
-//! PostgreSQL access: the connection pool, the embedded migrations, the database error type
-//! (with the structured refusals procedures raise), and the storage reads shared by the domains.
+//! PostgreSQL access: the connection pool, the embedded SQL (schema migrations and procedure
+//! files), the database error type (with the structured refusals procedures raise), and the
+//! storage reads shared by the domains.
 //!
 //! The broker talks to PostgreSQL only through the `queen.*_v1` procedures of `sql/`; the Rust
 //! side never composes table-level SQL on a hot path.
@@ -108,7 +109,7 @@ impl DbError {
     }
 
     /// The structured refusal a procedure raised (`RAISE ... USING DETAIL = <json object>`,
-    /// see `sql/013_structured_refusals.sql`); `None` for any other failure.
+    /// see the head of `sql/procedures/transaction.sql`); `None` for any other failure.
     pub fn detail(&self) -> Option<serde_json::Map<String, serde_json::Value>> {
         match serde_json::from_str(self.raw_detail.as_deref()?) {
             Ok(serde_json::Value::Object(map)) if map.contains_key("refusal") => Some(map),

@@ -1,6 +1,7 @@
-//! Reaching PostgreSQL at start: apply the migrations over a dedicated connection, waiting out a
-//! server that is still starting, and stopping at once when the server answers that it will
-//! never let us in (the database does not exist, the login is refused).
+//! Reaching PostgreSQL at start: apply the schema migrations and procedure files over a
+//! dedicated connection, waiting out a server that is still starting, and stopping at once when
+//! the server answers that it will never let us in (the database does not exist, the login is
+//! refused).
 //!
 //! After start the pool reconnects on its own: a request that finds PostgreSQL down answers 503
 //! and the next one tries again; nothing here is involved.
@@ -56,8 +57,13 @@ pub async fn migrate(database: &tokio_postgres::Config) -> Result<(), String> {
                 drop(client);
                 let _ = conn.await;
                 let applied = result?;
-                if applied > 0 {
-                    tracing::info!(applied, "schema migrations applied");
+                if !applied.is_empty() {
+                    tracing::info!(
+                        baselined = applied.baselined,
+                        schema = ?applied.schema,
+                        procedures = ?applied.definitions,
+                        "schema migrations and procedure files applied"
+                    );
                 }
                 return Ok(());
             }

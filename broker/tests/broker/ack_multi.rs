@@ -1,6 +1,6 @@
 //! `queen.log_ack_multi_v1` against its contract: row i gets the verdict of `log_ack_at_v1`
 //! run over the rows in (partition, group, ordinal) order, and leaves the consumer rows as those
-//! calls would. Since 020 a flush whose rows are all leased and on distinct (partition, group)
+//! calls would. A flush whose rows are all leased and on distinct (partition, group)
 //! is judged by one set statement; anything else runs the per-row loop. This suite draws seeded
 //! random consumer states and ack rows (live, expired and foreign leases, no lease, clamps,
 //! stale counts, duplicates, missing rows), runs both in rolled-back transactions from the same
@@ -166,7 +166,7 @@ async fn one_by_one(db: &Client, rows: &[AckRow]) -> Vec<VerdictRow> {
     out
 }
 
-/// Whether a call takes 020's set statement: every row leased, no (partition, group) twice.
+/// Whether a call takes `log_ack_multi_v1`'s set statement: every row leased, no (partition, group) twice.
 fn set_shaped(rows: &[AckRow]) -> bool {
     let mut pids: Vec<Uuid> = rows.iter().map(|r| r.pid).collect();
     pids.sort();

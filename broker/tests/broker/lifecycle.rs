@@ -28,7 +28,7 @@ async fn two_brokers_started_at_once_end_with_one_schema() {
         .await
         .unwrap();
     let versions: Vec<i32> = rows.iter().map(|r| r.get(0)).collect();
-    let expected: Vec<i32> = ackbench_broker::storage::migrations::MIGRATIONS
+    let expected: Vec<i32> = ackbench_broker::storage::migrations::SCHEMA_MIGRATIONS
         .iter()
         .map(|m| m.version)
         .collect();

@@ -27,5 +27,6 @@ mod queue_resources;
 mod read_timeouts;
 mod refusals;
 mod reliability;
+mod schema_upgrade;
 mod tenancy;
 mod transaction;

@@ -1,5 +1,5 @@
 //! `queen.log_pop_multi_v3` against its contract: the rows and writes of `log_pop_multi_v2`.
-//! Since 021 a flush of one-candidate jobs on distinct (partition, group) is claimed by a direct
+//! A flush of one-candidate jobs on distinct (partition, group) is claimed by a direct
 //! statement, first contacts and delayed or windowed queues are handed to `log_pop_multi_v2`, and
 //! any other shape goes to it whole. This suite draws seeded random consumer states (missing
 //! rows, cursors before, inside and past the log, live, foreign and expired leases, repeated

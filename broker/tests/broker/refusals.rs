@@ -1,6 +1,7 @@
 //! The storage edge: procedures' refusals travel as JSON in the exception's DETAIL and read
-//! back through `DbError::detail`; the procedures 013 dropped are gone and its helpers exist;
-//! a broker pointed at a database it can never use stops at once, saying which, in plain text.
+//! back through `DbError::detail`; the procedures retired in `sql/procedures/dropped.sql` are
+//! gone and the helpers exist; a broker pointed at a database it can never use stops at once,
+//! saying which, in plain text.
 
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -122,7 +123,7 @@ async fn superseded_pop_procedures_are_dropped_and_the_helpers_exist() {
         count(vec!["lease_live_v1", "log_cursor_advance_v1"]).await,
         2
     );
-    // PL/pgSQL since 018: an SQL function's UPDATE was re-planned on every ack.
+    // PL/pgSQL (sql/procedures/ack.sql): an SQL function's UPDATE was re-planned on every ack.
     let language: String = db
         .query_one(
             "SELECT l.lanname::text FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang \
@@ -135,8 +136,9 @@ async fn superseded_pop_procedures_are_dropped_and_the_helpers_exist() {
     assert_eq!(language, "plpgsql");
 }
 
-/// Since 019 the batched hot procedures plan their statements once per session: the plan cache
-/// kept choosing custom plans for them, a full planning (up to 1.6 ms) on many calls.
+/// The batched hot procedures plan their statements once per session (the `SET
+/// plan_cache_mode` of their definitions in `sql/procedures/`): the plan cache kept choosing
+/// custom plans for them, a full planning (up to 1.6 ms) on many calls.
 #[tokio::test]
 async fn batched_procedures_keep_a_generic_plan() {
     let t = TestBroker::start().await;

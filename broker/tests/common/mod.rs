@@ -4,6 +4,8 @@
 //! names (queue mode, tenants) the suites share.
 #![allow(dead_code)]
 
+pub mod legacy;
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
@@ -25,7 +27,22 @@ pub const DEFAULT_TENANT: &str = ackbench_wire::DEFAULT_TENANT;
 static NEXT_DB: AtomicUsize = AtomicUsize::new(0);
 
 /// A fresh database on the shared cluster; returns (url, tokio_postgres config).
+///
+/// `ACKBENCH_TEST_DB_LAYOUT=upgraded` hands out a database at the numbered layout of commit
+/// 4fa2920 instead of an empty one (see `legacy`), so that the broker's start upgrades it in
+/// place and a suite runs on an upgraded schema; `fresh` (the default) hands out an empty one.
 pub fn fresh_database(prefix: &str) -> (String, tokio_postgres::Config) {
+    let (url, config) = empty_database(prefix);
+    match std::env::var("ACKBENCH_TEST_DB_LAYOUT").as_deref() {
+        Ok("upgraded") => legacy::apply_blocking(&url),
+        Ok("fresh") | Err(_) => {}
+        Ok(other) => panic!("ACKBENCH_TEST_DB_LAYOUT must be `fresh` or `upgraded`, not `{other}`"),
+    }
+    (url, config)
+}
+
+/// An empty database on the shared cluster, whatever `ACKBENCH_TEST_DB_LAYOUT` says.
+pub fn empty_database(prefix: &str) -> (String, tokio_postgres::Config) {
     let cluster = throwaway_pg::shared();
     let n = NEXT_DB.fetch_add(1, Ordering::SeqCst);
     let name = format!("{prefix}_{}_{n}", std::process::id());

@@ -337,9 +337,9 @@ fn peer_groups(cr: &CellRound<'_>) -> Vec<String> {
         .collect()
 }
 
-/// The cell's brokers on its database, one after the other (each applies the migrations at
-/// start under their advisory lock), each on its own port with its own log:
-/// `broker-{tag}.log`, and `broker-{tag}-b{i}.log` for the second and later ones.
+/// The cell's brokers on its database, one after the other (each applies the schema migrations
+/// and procedure files at start under their advisory lock), each on its own port with its own
+/// log: `broker-{tag}.log`, and `broker-{tag}-b{i}.log` for the second and later ones.
 async fn start_brokers(
     env: &Env,
     cr: &CellRound<'_>,

@@ -35,7 +35,7 @@ pub struct Procedures {
 }
 
 const LOG_ENGINE: Procedures = Procedures {
-    // Queen's log engine's names first, then this broker's later versions (sql/016, 017, 021).
+    // Queen's log engine's names first, then this broker's later versions (sql/procedures/).
     push: &[
         "log_push_v1",
         "log_push_multi_v1",

@@ -1,13 +1,14 @@
--- 006_ack.sql: the ack path (see shared spec ack-internals.md, "The authoritative decision
--- procedure", and storage.md).
+-- ack.sql: the ack path (see shared spec ack-internals.md, "The authoritative decision
+-- procedure", and storage.md): the hash-resolved ack, the positional ack, ack fusion's batched
+-- advance, and THE cursor advance.
 --
 -- An ack is a cursor commit on one queen.log_consumers row: the only lock the ack path ever
 -- takes. No procedure here locks a log_partitions row (acks never queue behind, nor form a cycle
 -- with, the push serializer); partition rows are read from the statement's snapshot.
 --
 -- Terms used below, for one (partition, group) consumer row `c`:
---   * leased call: p_worker is non-empty. The lease is valid when c.worker_id = p_worker,
---     c.batch_end is set and c.lease_expires_at > now(). An invalid lease refuses the whole call
+--   * leased call: p_worker is non-empty. The lease is valid when c.worker_id = p_worker and
+--     lease_live_v1(c.batch_end, c.lease_expires_at). An invalid lease refuses the whole call
 --     with ok = false, error = 'invalid or expired lease', and changes nothing.
 --   * lease-less call: p_worker is '' (or null). No validation; the call acts on the cursor
 --     exactly like a leased one, with two differences: its ackable span reaches the partition's
@@ -23,13 +24,58 @@
 --   * every cursor advance adds (new committed - old committed) to total_consumed, so
 --     total_consumed always equals the offsets committed through acks.
 
+-- queen.log_cursor_advances_v1(partition ids[], groups[], new committed[], release[]) -> void
+-- Contract: THE cursor-advance UPDATE, for every (pids[i], groups[i]) at once: moves the group's
+-- `committed` to GREATEST(committed, news[i]) (never backward) and adds the distance moved to
+-- total_consumed; with releases[i] it also ends the lease (batch_end, worker_id,
+-- lease_expires_at := null) and resets the retry and attempt state of the batch. Each
+-- (partition, group) appears at most once. Validation (lease, bounds) is the caller's.
+-- Plan: force_generic_plan (the UPDATE is keyed by the consumer rows' primary key whatever the
+-- values).
+-- Locks: the consumer rows (the callers already hold them FOR UPDATE).
+CREATE OR REPLACE FUNCTION queen.log_cursor_advances_v1(p_pids uuid[], p_groups text[],
+                                                        p_news bigint[], p_releases boolean[])
+RETURNS void
+LANGUAGE plpgsql
+SET plan_cache_mode = force_generic_plan
+AS $$
+BEGIN
+    UPDATE queen.log_consumers lc SET
+        committed = GREATEST(lc.committed, u.new_at),
+        batch_end = CASE WHEN u.release THEN NULL ELSE lc.batch_end END,
+        worker_id = CASE WHEN u.release THEN NULL ELSE lc.worker_id END,
+        lease_expires_at = CASE WHEN u.release THEN NULL ELSE lc.lease_expires_at END,
+        batch_retry_count = CASE WHEN u.release THEN 0 ELSE lc.batch_retry_count END,
+        attempt_count = CASE WHEN u.release THEN 0 ELSE lc.attempt_count END,
+        attempt_from = CASE WHEN u.release THEN NULL ELSE lc.attempt_from END,
+        total_consumed = lc.total_consumed + (GREATEST(lc.committed, u.new_at) - lc.committed)
+    FROM unnest(p_pids, p_groups, p_news, p_releases) AS u(pid, grp, new_at, release)
+    WHERE lc.partition_id = u.pid AND lc.consumer_group = u.grp;
+END;
+$$;
+
+-- queen.log_cursor_advance_v1(partition id, group, new committed, release) -> void
+-- Contract: log_cursor_advances_v1 for one row (the form the ack, DLQ and transaction
+-- procedures call). PL/pgSQL rather than SQL: an SQL function whose body is an UPDATE is never
+-- inlined and is planned again on every call.
+-- Locks: the consumer row (the callers already hold it FOR UPDATE).
+CREATE OR REPLACE FUNCTION queen.log_cursor_advance_v1(p_pid uuid, p_group text, p_new bigint,
+                                                       p_release boolean)
+RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM queen.log_cursor_advances_v1(ARRAY[p_pid], ARRAY[p_group], ARRAY[p_new],
+                                         ARRAY[p_release]);
+END;
+$$;
+
 -- queen.log_hash_index_v1(hashes, hash, from, to) -> k
 -- Contract: the lowest frame index k in [from, to] (clamped to the blob) whose 16-byte hash in
 -- `hashes` (16 bytes per frame) equals `hash`; null when none. A byte match that is not aligned
 -- on a frame boundary is skipped, so the answer is exact.
 -- Locks: none (immutable).
-CREATE FUNCTION queen.log_hash_index_v1(p_hashes bytea, p_hash bytea, p_from integer,
-                                        p_to integer)
+CREATE OR REPLACE FUNCTION queen.log_hash_index_v1(p_hashes bytea, p_hash bytea, p_from integer,
+                                                   p_to integer)
 RETURNS integer
 LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE AS $$
 DECLARE
@@ -58,7 +104,7 @@ END;
 $$;
 
 -- queen.log_ack_refused_v1(error) -> the answer of a refused call (nothing changed)
-CREATE FUNCTION queen.log_ack_refused_v1(p_error text)
+CREATE OR REPLACE FUNCTION queen.log_ack_refused_v1(p_error text)
 RETURNS jsonb
 LANGUAGE sql IMMUTABLE AS $$
     SELECT jsonb_build_object('ok', false, 'error', p_error, 'acked', 0, 'committed', NULL,
@@ -73,7 +119,8 @@ $$;
 -- lease-less caller (`leased` false) a missing row of an existing partition is created first
 -- with the cursor at log_start - 1. Null when there is no row (leased caller) or no partition.
 -- Locks: the consumer row, FOR UPDATE (waits for a concurrent ack or pop holding it).
-CREATE FUNCTION queen.log_ack_consumer_v1(p_partition_id uuid, p_group text, p_leased boolean)
+CREATE OR REPLACE FUNCTION queen.log_ack_consumer_v1(p_partition_id uuid, p_group text,
+                                                     p_leased boolean)
 RETURNS queen.log_consumers
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -146,7 +193,7 @@ $$;
 --                                the row's lease; for a lease-less call on a row without a
 --                                lease it means the cursor moved (new > old).
 --   no signal, partial           advance, keep the lease, retry/attempt state untouched
--- With dlq = true the broker files the DLQ row through log_dlq_head_v1 under the same worker.
+-- With dlq = true the broker files the DLQ row through log_dlq_head_v3 under the same worker.
 -- (Filing commits through the poison offset, so silent positions between the prefix and the
 -- poison are implicitly completed, like any gap below a committed offset.)
 -- An unknown partition: a leased call is refused for its lease; a lease-less one answers
@@ -161,9 +208,13 @@ $$;
 -- under a lease that includes transactionIds of offsets above batch_end), each a list of
 -- 32-char lowercase hex tokens in input order, and offsets (eff per input, null when it did not
 -- resolve in the span). A refused call changes nothing and lists nothing.
--- Locks: the consumer row, FOR UPDATE. Never a log_partitions row.
-CREATE FUNCTION queen.log_ack_by_hash_v1(p_partition_id uuid, p_group text, p_worker text,
-                                         p_hashes bytea[], p_statuses text[])
+-- The lease is validated with lease_live_v1 and a worker match. The cursor UPDATE is this
+-- procedure's own: unlike log_cursor_advance_v1 it charges the retry budget (failed) and resets
+-- attempts independently of releasing the lease.
+-- Locks: the consumer row, FOR UPDATE (log_ack_consumer_v1). Never a log_partitions row.
+CREATE OR REPLACE FUNCTION queen.log_ack_by_hash_v1(p_partition_id uuid, p_group text,
+                                                    p_worker text, p_hashes bytea[],
+                                                    p_statuses text[])
 RETURNS jsonb
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -213,8 +264,8 @@ BEGIN
             'unresolvedHashes', to_jsonb(ARRAY(SELECT encode(h, 'hex') FROM unnest(p_hashes) AS h)),
             'offsets', to_jsonb(ARRAY(SELECT NULL::bigint FROM unnest(p_hashes))));
     END IF;
-    IF v_leased AND NOT (c.worker_id IS NOT DISTINCT FROM p_worker AND c.batch_end IS NOT NULL
-                         AND c.lease_expires_at > now()) THEN
+    IF v_leased AND NOT (c.worker_id IS NOT DISTINCT FROM p_worker
+                         AND queen.lease_live_v1(c.batch_end, c.lease_expires_at)) THEN
         RETURN queen.log_ack_refused_v1('invalid or expired lease');
     END IF;
 
@@ -382,11 +433,12 @@ $$;
 --     pop', so the caller takes the hash path, whose noop/stale answers are then exact. count
 --     <= 0 asserts nothing. acked and total_consumed are cursor arithmetic (new - old), so a
 --     folded or repeated ack never double-counts.
--- A leased call with an invalid or expired lease is refused ('invalid or expired lease') and
--- changes nothing. Returns jsonb {ok, error, acked, committed, lease_released}.
--- Locks: the consumer row, FOR UPDATE. Never a log_partitions row.
-CREATE FUNCTION queen.log_ack_at_v1(p_partition_id uuid, p_group text, p_worker text,
-                                    p_upto bigint, p_ok boolean, p_count integer)
+-- A leased call with an invalid or expired lease (lease_live_v1 and a worker match) is refused
+-- ('invalid or expired lease') and changes nothing. The advance is log_cursor_advance_v1.
+-- Returns jsonb {ok, error, acked, committed, lease_released}.
+-- Locks: the consumer row, FOR UPDATE (log_ack_consumer_v1). Never a log_partitions row.
+CREATE OR REPLACE FUNCTION queen.log_ack_at_v1(p_partition_id uuid, p_group text, p_worker text,
+                                               p_upto bigint, p_ok boolean, p_count integer)
 RETURNS jsonb
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -403,13 +455,14 @@ BEGIN
                                   'error', CASE WHEN v_leased THEN 'invalid or expired lease'
                                                 ELSE 'unknown partition' END);
     END IF;
-    IF v_leased AND NOT (c.worker_id IS NOT DISTINCT FROM p_worker AND c.batch_end IS NOT NULL
-                         AND c.lease_expires_at > now()) THEN
+    IF v_leased AND NOT (c.worker_id IS NOT DISTINCT FROM p_worker
+                         AND queen.lease_live_v1(c.batch_end, c.lease_expires_at)) THEN
         RETURN jsonb_build_object('ok', false, 'error', 'invalid or expired lease', 'acked', 0,
                                   'committed', c.committed, 'lease_released', false);
     END IF;
 
     IF NOT COALESCE(p_ok, false) THEN
+        -- A release without advance: the batch's retry and attempt state stay.
         v_new := c.committed;
         v_release := c.batch_end IS NOT NULL;
         IF v_release THEN
@@ -437,16 +490,7 @@ BEGIN
         v_release := (c.batch_end IS NOT NULL AND v_new >= c.batch_end)
                      OR (c.batch_end IS NULL AND v_new > c.committed);
         IF v_new <> c.committed OR v_release THEN
-            UPDATE queen.log_consumers lc SET
-                committed = v_new,
-                batch_end = CASE WHEN v_release THEN NULL ELSE lc.batch_end END,
-                worker_id = CASE WHEN v_release THEN NULL ELSE lc.worker_id END,
-                lease_expires_at = CASE WHEN v_release THEN NULL ELSE lc.lease_expires_at END,
-                batch_retry_count = CASE WHEN v_release THEN 0 ELSE lc.batch_retry_count END,
-                attempt_count = CASE WHEN v_release THEN 0 ELSE lc.attempt_count END,
-                attempt_from = CASE WHEN v_release THEN NULL ELSE lc.attempt_from END,
-                total_consumed = lc.total_consumed + (v_new - c.committed)
-            WHERE lc.partition_id = p_partition_id AND lc.consumer_group = p_group;
+            PERFORM queen.log_cursor_advance_v1(p_partition_id, p_group, v_new, v_release);
         END IF;
     END IF;
     RETURN jsonb_build_object('ok', true, 'error', NULL, 'acked', v_new - c.committed,
@@ -460,8 +504,9 @@ $$;
 -- (the transaction wire's positional form). A queue or partition the tenant does not have is
 -- refused: {ok: false, error: 'unknown partition'} (a foreign tenant's is the same: unknown).
 -- Locks: as log_ack_at_v1 (the consumer row only).
-CREATE FUNCTION queen.log_ack_v1(p_tenant uuid, p_queue text, p_partition text, p_group text,
-                                 p_worker text, p_upto bigint, p_ok boolean, p_count integer)
+CREATE OR REPLACE FUNCTION queen.log_ack_v1(p_tenant uuid, p_queue text, p_partition text,
+                                            p_group text, p_worker text, p_upto bigint,
+                                            p_ok boolean, p_count integer)
 RETURNS jsonb
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -478,74 +523,120 @@ BEGIN
 END;
 $$;
 
--- queen.log_dlq_head_v1(partition id, group, worker, off, message id, txn, payload, error)
---   -> jsonb {ok, error, acked, committed, lease_released, dlq_id}
--- Contract: files the poison frame `off` that log_ack_by_hash_v1 handed off (dlq = true) and
--- steps the cursor past it. Under the validated lease (worker match, batch_end set, not
--- expired; for a lease-less caller no lease check) and provided `off` is not committed yet and
--- lies inside the leased batch (lease-less: at or below last_offset), it inserts the
--- queen.log_dlq row (payload SNAPSHOT, a null payload stored as JSON null; a null message id as
--- the nil UUID; retry_count = the batch_retry_count consumed), sets committed :=
--- GREATEST(committed, off), resets retry/attempt state and releases the lease. Otherwise it
--- changes nothing and answers ok = false with the reason ('invalid or expired lease',
--- 'already committed', 'beyond the leased batch', 'beyond the log end'). A second call for the
--- same hand-off therefore fails harmlessly: the first released the lease (leased) or committed
--- `off` (lease-less).
--- Locks: the consumer row, FOR UPDATE. Never a log_partitions row.
-CREATE FUNCTION queen.log_dlq_head_v1(p_partition_id uuid, p_group text, p_worker text,
-                                      p_off bigint, p_message_id uuid, p_txn text,
-                                      p_payload jsonb, p_error text)
-RETURNS jsonb
-LANGUAGE plpgsql AS $$
+-- queen.log_ack_multi_v1(pids[], groups[], ends[], workers[], counts[]) -> one row per input
+-- Contract: row i gets the verdict of the positional advance log_ack_at_v1(pids[i], groups[i],
+-- workers[i], ends[i], true, counts[i]), run over the rows in (partition, group, ordinal) order:
+-- validate worker and lease when the worker is non-empty, clamp to the leased batch_end,
+-- advance `committed` (never backward), release the lease when the cursor reaches batch_end,
+-- bump total_consumed. There is no nack, retry or DLQ branch: the fusion path only carries
+-- full-batch completed acks. Verdicts come back by INPUT ORDINAL (`ordinal` = i), whatever
+-- order the rows were executed in: ok = true is Committed, ok = false is Rejected (with the
+-- reason), and the whole call commits either way. Two rows on one (partition, group) with
+-- different workers stay separate and are each validated on their own.
+-- Two ways to the same answers: when every row carries a worker and no (partition, group)
+-- appears twice (every flush the broker sends in practice), one statement locks and judges all
+-- rows and one call of log_cursor_advances_v1 advances the accepted ones, applying
+-- log_ack_at_v1's leased branch as written there: a missing row or a lease that is not this
+-- worker's and live is 'invalid or expired lease' (committed null for a missing row); past
+-- batch_end is 'beyond the leased batch'; a count whose span does not start right after the
+-- cursor is 'cursor moved since the pop'; otherwise the cursor goes to GREATEST(committed,
+-- end), the lease is released once it reaches batch_end, and a row that neither moves nor
+-- releases is not written. Any other call runs log_ack_at_v1 row by row: a row without a
+-- worker may create its consumer row and checks the log end instead of a lease, and two rows
+-- of one (partition, group) must see each other's advance, which only the sequential loop
+-- gives.
+-- Plan: force_generic_plan (its ordering statements were planned on every call; they are keyed
+-- by the input arrays, so the generic plan is the custom one).
+-- Locks: consumer rows FOR UPDATE, in (partition_id, consumer_group) order (then ordinal), the
+-- total order every batched procedure uses, so flushes cannot deadlock with each other, with
+-- the transaction wire or with pops.
+CREATE OR REPLACE FUNCTION queen.log_ack_multi_v1(p_pids uuid[], p_groups text[],
+                                                  p_ends bigint[], p_workers text[],
+                                                  p_counts integer[])
+RETURNS TABLE (ordinal integer, ok boolean, error text, acked bigint, committed bigint,
+               lease_released boolean)
+LANGUAGE plpgsql
+SET plan_cache_mode = force_generic_plan
+AS $$
 DECLARE
-    v_leased boolean := COALESCE(p_worker, '') <> '';
-    c queen.log_consumers;
-    v_last bigint;
-    v_id bigint;
-    v_refusal text;
+    n integer := coalesce(array_length(p_pids, 1), 0);
+    i integer;
+    v jsonb;
+    v_o integer[];
+    v_refusal text[];
+    v_was bigint[];
+    v_new bigint[];
+    v_released boolean[];
+    v_moved_pids uuid[];
+    v_moved_groups text[];
+    v_moved_news bigint[];
+    v_moved_releases boolean[];
 BEGIN
-    SELECT * INTO c FROM queen.log_consumers lc
-    WHERE lc.partition_id = p_partition_id AND lc.consumer_group = p_group
-    FOR UPDATE;
-    IF NOT FOUND THEN
-        v_refusal := CASE WHEN v_leased THEN 'invalid or expired lease' ELSE 'unknown consumer' END;
-    ELSIF v_leased AND NOT (c.worker_id IS NOT DISTINCT FROM p_worker AND c.batch_end IS NOT NULL
-                            AND c.lease_expires_at > now()) THEN
-        v_refusal := 'invalid or expired lease';
-    ELSIF p_off <= c.committed THEN
-        v_refusal := 'already committed';
-    ELSIF v_leased AND p_off > c.batch_end THEN
-        v_refusal := 'beyond the leased batch';
-    ELSIF NOT v_leased THEN
-        SELECT p.last_offset INTO v_last FROM queen.log_partitions p WHERE p.id = p_partition_id;
-        IF p_off > v_last THEN
-            v_refusal := 'beyond the log end';
-        END IF;
+    IF n <> coalesce(array_length(p_groups, 1), 0) OR n <> coalesce(array_length(p_ends, 1), 0)
+       OR n <> coalesce(array_length(p_workers, 1), 0) OR n <> coalesce(array_length(p_counts, 1), 0) THEN
+        RAISE EXCEPTION 'QARG log_ack_multi_v1: the five arrays must have one length';
     END IF;
-    IF v_refusal IS NOT NULL THEN
-        RETURN jsonb_build_object('ok', false, 'error', v_refusal, 'acked', 0,
-                                  'committed', c.committed, 'lease_released', false,
-                                  'dlq_id', NULL);
+    IF array_position(p_workers, '') IS NOT NULL OR array_position(p_workers, NULL) IS NOT NULL
+       OR EXISTS (SELECT 1 FROM unnest(p_pids, p_groups) AS u(pid, grp)
+                  GROUP BY u.pid, u.grp HAVING count(*) > 1) THEN
+        -- The general case, row by row (008).
+        FOR i IN SELECT o FROM generate_series(1, n) AS o ORDER BY p_pids[o], p_groups[o], o LOOP
+            v := queen.log_ack_at_v1(p_pids[i], p_groups[i], p_workers[i], p_ends[i], true,
+                                     p_counts[i]);
+            ordinal := i;
+            ok := (v ->> 'ok')::boolean;
+            error := v ->> 'error';
+            acked := COALESCE((v ->> 'acked')::bigint, 0);
+            committed := (v ->> 'committed')::bigint;
+            lease_released := COALESCE((v ->> 'lease_released')::boolean, false);
+            RETURN NEXT;
+        END LOOP;
+        RETURN;
     END IF;
 
-    INSERT INTO queen.log_dlq (partition_id, consumer_group, "offset", message_id, transaction_id,
-                               payload, error, retry_count)
-    VALUES (p_partition_id, p_group, p_off,
-            COALESCE(p_message_id, '00000000-0000-0000-0000-000000000000'::uuid),
-            COALESCE(p_txn, ''), COALESCE(p_payload, 'null'::jsonb), p_error,
-            c.batch_retry_count)
-    ON CONFLICT (partition_id, consumer_group, "offset") DO NOTHING
-    RETURNING id INTO v_id;
-
-    UPDATE queen.log_consumers lc SET
-        committed = GREATEST(lc.committed, p_off),
-        batch_end = NULL, worker_id = NULL, lease_expires_at = NULL,
-        batch_retry_count = 0, attempt_count = 0, attempt_from = NULL,
-        total_consumed = lc.total_consumed + (GREATEST(lc.committed, p_off) - lc.committed)
-    WHERE lc.partition_id = p_partition_id AND lc.consumer_group = p_group;
-
-    RETURN jsonb_build_object('ok', true, 'error', NULL, 'acked', p_off - c.committed,
-                              'committed', p_off, 'lease_released', c.batch_end IS NOT NULL,
-                              'dlq_id', v_id);
+    -- Every row leased, each on its own (partition, group): lock in order and judge at once.
+    WITH judged AS (
+        SELECT i.o::integer AS o, i.pid, i.grp, l.was, l.batch_end,
+               CASE WHEN l.was IS NULL
+                         OR NOT (l.worker_id IS NOT DISTINCT FROM i.worker
+                                 AND queen.lease_live_v1(l.batch_end, l.lease_expires_at))
+                    THEN 'invalid or expired lease'
+                    WHEN i.upto > l.batch_end THEN 'beyond the leased batch'
+                    WHEN COALESCE(i.cnt, 0) > 0 AND l.was <> i.upto - i.cnt
+                    THEN 'cursor moved since the pop'
+               END AS refusal,
+               GREATEST(l.was, i.upto) AS new_at
+        FROM (SELECT * FROM unnest(p_pids, p_groups, p_ends, p_workers, p_counts)
+                            WITH ORDINALITY AS u(pid, grp, upto, worker, cnt, o)
+              ORDER BY u.pid, u.grp) i
+        LEFT JOIN LATERAL (
+            SELECT lc.committed AS was, lc.batch_end, lc.worker_id, lc.lease_expires_at
+            FROM queen.log_consumers lc
+            WHERE lc.partition_id = i.pid AND lc.consumer_group = i.grp
+            FOR UPDATE) l ON true
+    ), moving AS (
+        SELECT j.*, j.refusal IS NULL AND j.new_at >= j.batch_end AS releases,
+               j.refusal IS NULL AND (j.new_at <> j.was OR j.new_at >= j.batch_end) AS writes
+        FROM judged j
+    )
+    SELECT array_agg(m.o), array_agg(m.refusal), array_agg(m.was), array_agg(m.new_at),
+           array_agg(m.releases),
+           array_agg(m.pid) FILTER (WHERE m.writes), array_agg(m.grp) FILTER (WHERE m.writes),
+           array_agg(m.new_at) FILTER (WHERE m.writes),
+           array_agg(m.releases) FILTER (WHERE m.writes)
+    INTO v_o, v_refusal, v_was, v_new, v_released,
+         v_moved_pids, v_moved_groups, v_moved_news, v_moved_releases
+    FROM moving m;
+    IF v_moved_pids IS NOT NULL THEN
+        PERFORM queen.log_cursor_advances_v1(v_moved_pids, v_moved_groups, v_moved_news,
+                                             v_moved_releases);
+    END IF;
+    RETURN QUERY
+    SELECT x.o, x.refusal IS NULL, x.refusal,
+           CASE WHEN x.refusal IS NULL THEN x.new_at - x.was ELSE 0 END,
+           CASE WHEN x.refusal IS NULL THEN x.new_at ELSE x.was END,
+           x.released
+    FROM unnest(v_o, v_refusal, v_was, v_new, v_released) AS x(o, refusal, was, new_at, released)
+    ORDER BY x.o;
 END;
 $$;

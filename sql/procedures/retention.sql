@@ -1,4 +1,4 @@
--- 005_retention.sql: the retention pass (hash-sidecar purge and segment retention).
+-- retention.sql: the retention pass (hash-sidecar purge and segment retention).
 --
 -- Both deletions remove a contiguous prefix of a partition's log, so `txns_start` and
 -- `log_start` stay exact: everything below them is gone, everything at or above is present.
@@ -14,9 +14,9 @@
 -- brokers on one database: a pass that cannot take the retention advisory lock does nothing
 -- and reports ran = false.
 -- Locks: advisory xact lock; then partition rows ascending by id (the push lock order).
-CREATE FUNCTION queen.log_retention_v1(p_txns_floor integer,
-                                       OUT ran boolean, OUT txns_purged bigint,
-                                       OUT segments_deleted bigint)
+CREATE OR REPLACE FUNCTION queen.log_retention_v1(p_txns_floor integer,
+                                                  OUT ran boolean, OUT txns_purged bigint,
+                                                  OUT segments_deleted bigint)
 RETURNS record
 LANGUAGE plpgsql AS $$
 DECLARE
