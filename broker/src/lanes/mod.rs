@@ -45,7 +45,7 @@ use crate::ack::fusion::{self as ack_fusion, FusedAck, FusionStats, Verdict};
 use crate::demand::Demand;
 use crate::pop::claim::{claim_jobs, claim_prepared, prepare_claim, ClaimRow, PopJob};
 use crate::pop::fusion::{PopFusionStats, MAX_JOBS};
-use control::{ConcurrencyMode, Linger};
+use control::{Concurrency, ConcurrencyMode, Linger};
 use core::{Batch, Core, CoreSettings, Kind, Step};
 pub use rate::ArrivalRate;
 
@@ -156,6 +156,11 @@ async fn engine(
         if !open && flushes.is_empty() && core.pending() == 0 {
             return;
         }
+        // Above one flush, look again each epoch even when nothing happens, so that a probe or
+        // a limit that idle capacity should lower is judged without waiting for the next
+        // arrival.
+        let tick = (core.limit() > 1).then(|| Instant::now() + Concurrency::EPOCH);
+        let wait = [wait, tick].into_iter().flatten().min();
         tokio::select! {
             biased;
             Some((slots, items)) = flushes.next(), if !flushes.is_empty() => {
