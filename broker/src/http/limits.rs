@@ -42,6 +42,19 @@ pub fn reason(value: Option<&str>, field: &str) -> Result<Option<String>, ApiErr
     Ok(Some(value[..end].to_string()))
 }
 
+/// `bounded`, naming the field only when it refuses: for checks made per item of a request,
+/// whose field names (`acknowledgments[17].leaseId`) would otherwise be formatted for every item.
+pub fn bounded_lazy(
+    value: &str,
+    max: usize,
+    field: impl FnOnce() -> String,
+) -> Result<(), ApiError> {
+    if value.len() <= max && !value.contains('\0') {
+        return Ok(());
+    }
+    bounded(value, &field(), max)
+}
+
 /// No U+0000 and at most `max` bytes.
 pub fn bounded(value: &str, field: &str, max: usize) -> Result<(), ApiError> {
     no_nul(value, field)?;
@@ -75,6 +88,14 @@ mod tests {
         assert!(e.message.contains("items[0].queue"), "{}", e.message);
         assert!(name(&"x".repeat(255), "queue").is_ok());
         assert!(name(&"x".repeat(256), "queue").is_err());
+    }
+
+    #[test]
+    fn the_lazy_check_names_the_field_only_when_it_refuses() {
+        assert!(bounded_lazy("orders", MAX_NAME_BYTES, || unreachable!()).is_ok());
+        let e = bounded_lazy("a\0", MAX_NAME_BYTES, || "items[3].leaseId".into()).unwrap_err();
+        assert!(e.message.contains("items[3].leaseId"), "{}", e.message);
+        assert!(bounded_lazy(&"x".repeat(256), MAX_NAME_BYTES, || "q".into()).is_err());
     }
 
     #[test]

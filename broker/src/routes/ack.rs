@@ -35,7 +35,7 @@ pub async fn handle(app: &App, req: &Request) -> Result<Answer, ApiError> {
 pub fn parse(req: &Request) -> Result<Vec<AckItem>, ApiError> {
     if req.route == Route::Ack {
         let body: AckBody = read_body(&req.body, explain_item)?;
-        return Ok(vec![item(&body, "", 0, None)?]);
+        return Ok(vec![item(&body, String::new, 0, None)?]);
     }
     let body: AckBatchBody = read_body(&req.body, explain_batch)?;
     let group = nonempty(body.consumer_group.as_deref(), || "consumerGroup".into())?;
@@ -45,20 +45,23 @@ pub fn parse(req: &Request) -> Result<Vec<AckItem>, ApiError> {
     body.acknowledgments
         .iter()
         .enumerate()
-        .map(|(i, a)| item(a, &format!("acknowledgments[{i}]"), i, group))
+        .map(|(i, a)| item(a, || format!("acknowledgments[{i}]"), i, group))
         .collect()
 }
 
-/// One item read from the object at `path`; `default_group` is the batch's consumerGroup.
+/// One item read from the object at `path` (made only to name a refused field);
+/// `default_group` is the batch's consumerGroup.
 pub fn item(
     a: &AckBody,
-    path: &str,
+    path: impl Fn() -> String,
     index: usize,
     default_group: Option<&str>,
 ) -> Result<AckItem, ApiError> {
-    let name = |key: &str| field(path, key);
+    let name = |key: &str| field(&path(), key);
     let transaction_id = required(&a.transaction_id, || name("transactionId"))?;
-    limits::transaction_id(transaction_id, &name("transactionId"))?;
+    limits::bounded_lazy(transaction_id, limits::MAX_TXN_BYTES, || {
+        name("transactionId")
+    })?;
     let partition_id = Uuid::parse_str(required(&a.partition_id, || name("partitionId"))?)
         .map_err(|_| ApiError::bad_request(format!("{} must be a UUID", name("partitionId"))))?;
     let status = required(&a.status, || name("status"))?;
@@ -70,11 +73,14 @@ pub fn item(
     })?;
     let own_group = nonempty(a.consumer_group.as_deref(), || name("consumerGroup"))?;
     if let Some(g) = own_group {
-        limits::name(g, &name("consumerGroup"))?;
+        limits::bounded_lazy(g, limits::MAX_NAME_BYTES, || name("consumerGroup"))?;
     }
     let lease_id = a.lease_id.clone().unwrap_or_default();
-    limits::name(&lease_id, &name("leaseId"))?;
-    let error = limits::reason(a.error.as_deref(), &name("error"))?;
+    limits::bounded_lazy(&lease_id, limits::MAX_NAME_BYTES, || name("leaseId"))?;
+    let error = match a.error.as_deref() {
+        None => None,
+        Some(e) => limits::reason(Some(e), &name("error"))?,
+    };
     let consumer_group = own_group
         .or(default_group)
         .unwrap_or(QUEUE_MODE_GROUP)

@@ -213,7 +213,13 @@ fn write_answer(p: &PopParams, d: &Delivery) -> (Vec<u8>, Vec<LeasedSpan>) {
     );
     let mut spans = Vec::with_capacity(d.spans.len());
     let mut comma = false;
+    // What every message of a span repeats (its location and attempt), written once per span.
+    let mut tail = Vec::with_capacity(256);
     for span in &d.spans {
+        tail.clear();
+        tail.extend_from_slice(b"\",");
+        write_location(&mut tail, span, &d.worker, group);
+        tail.extend_from_slice(format!(",\"deliveryAttempt\":{}}}", span.attempt).as_bytes());
         let mut leased = LeasedSpan {
             partition_id: span.partition_id,
             queue: span.queue.clone(),
@@ -235,9 +241,7 @@ fn write_answer(p: &PopParams, d: &Delivery) -> (Vec<u8>, Vec<LeasedSpan>) {
             out.extend_from_slice(frame.payload.as_bytes());
             out.extend_from_slice(b",\"createdAt\":\"");
             out.extend_from_slice(created_at.as_bytes());
-            out.extend_from_slice(b"\",");
-            write_location(&mut out, span, &d.worker, group);
-            out.extend_from_slice(format!(",\"deliveryAttempt\":{}}}", span.attempt).as_bytes());
+            out.extend_from_slice(&tail);
             leased.frames.push((frame.hash, offset));
         }
         spans.push(leased);

@@ -222,7 +222,7 @@ fn parse(raw: &[u8]) -> Result<Body, ApiError> {
                 Operation::Push { items } => {
                     Ok(Op::Push(validate_items(items, &field(&path, "items"))?))
                 }
-                Operation::Ack(a) => Ok(Op::Ack(ack_item(a, &path, i, None)?)),
+                Operation::Ack(a) => Ok(Op::Ack(ack_item(a, || path.clone(), i, None)?)),
             }
         })
         .collect::<Result<Vec<Op>, ApiError>>()?;
