@@ -71,18 +71,18 @@ pub fn validate_items(items: &[PushItem], path: &str) -> Result<Vec<Item>, ApiEr
     items
         .iter()
         .enumerate()
-        .map(|(i, item)| validate_item(item, &format!("{path}[{i}]")))
+        .map(|(i, item)| validate_item(item, || format!("{path}[{i}]")))
         .collect()
 }
 
-/// One item, read from the object at `path`.
-fn validate_item(item: &PushItem, path: &str) -> Result<Item, ApiError> {
-    let name = |key: &str| field(path, key);
+/// One item, read from the object at `path` (made only to name a refused field).
+fn validate_item(item: &PushItem, path: impl Fn() -> String) -> Result<Item, ApiError> {
+    let name = |key: &str| field(&path(), key);
     let queue = nonempty(Some(&item.queue), || name("queue"))?.unwrap_or_default();
     let partition = nonempty(item.partition.as_deref(), || name("partition"))?;
-    limits::name(queue, &name("queue"))?;
+    limits::bounded_lazy(queue, limits::MAX_NAME_BYTES, || name("queue"))?;
     if let Some(p) = partition {
-        limits::name(p, &name("partition"))?;
+        limits::bounded_lazy(p, limits::MAX_NAME_BYTES, || name("partition"))?;
     }
     let message_id = Uuid::now_v7();
     let transaction_id = match nonempty(item.transaction_id.as_deref(), || name("transactionId"))? {
@@ -93,7 +93,7 @@ fn validate_item(item: &PushItem, path: &str) -> Result<Item, ApiError> {
             )))
         }
         Some(t) => {
-            limits::no_nul(t, &name("transactionId"))?;
+            limits::bounded_lazy(t, MAX_TXN_BYTES, || name("transactionId"))?;
             t.to_string()
         }
         None => message_id.to_string(),
