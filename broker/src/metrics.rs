@@ -392,7 +392,7 @@ fn render_cache(out: &mut String, p: &PopSnapshot) {
 /// document records which engine each cell ran (the load generator keeps them as gauges).
 fn render_settings(out: &mut String, c: &Config) {
     let flag = |on: bool| u64::from(on);
-    let settings: [(&str, u64); 18] = [
+    let settings: [(&str, u64); 19] = [
         ("QUEEN_HOTLIST", flag(c.hotlist)),
         ("QUEEN_HOTLIST_RESEED_MS", c.hotlist_reseed_ms),
         ("QUEEN_POP_PENDING_GATE", flag(c.pop_pending_gate)),
@@ -413,6 +413,7 @@ fn render_settings(out: &mut String, c: &Config) {
         ),
         ("QUEEN_PUSH_FUSION_HOLD_MS", c.push_fusion_hold_ms),
         ("QUEEN_ACK_FUSION_SHARDS", c.ack_fusion_shards as u64),
+        ("QUEEN_ACK_FUSION_HOLD_MS", c.ack_fusion_hold_ms),
         ("DB_POOL_SIZE", c.pool_size as u64),
     ];
     out.push_str("# HELP queen_engine_setting The broker's engine settings, by variable.\n");

@@ -342,16 +342,29 @@ const PARALLEL: Database = Database {
     ..SERIAL
 };
 
+/// 64 consumers that always find work and come back 200 µs (mean) after each commit.
+fn drain() -> Load {
+    Load::Closed {
+        clients: 64,
+        think: Duration::from_micros(200),
+    }
+}
+
+/// The adaptive settings with the concurrency fixed at `n`.
+fn fixed(n: usize) -> CoreSettings {
+    CoreSettings {
+        concurrency: ConcurrencyMode::Fixed(n),
+        ..adaptive(3)
+    }
+}
+
 fn tail(limits: &[usize]) -> &[usize] {
     &limits[limits.len() / 2..]
 }
 
 #[test]
 fn where_commits_serialise_it_converges_to_one_flush_at_a_time() {
-    let load = Load::Closed {
-        clients: 64,
-        think: Duration::from_micros(200),
-    };
+    let load = drain();
     let out = simulate(SERIAL, load, adaptive(3), 60.0);
     let late = tail(&out.limits);
     let at_one = late.iter().filter(|&&l| l == 1).count() as f64 / late.len() as f64;
@@ -361,30 +374,23 @@ fn where_commits_serialise_it_converges_to_one_flush_at_a_time() {
         "one flush {at_one:.3} of the time: {late:?}"
     );
     // Against a fixed eight flushes at once on the same database, one is not slower.
-    let mut eight = adaptive(3);
-    eight.concurrency = ConcurrencyMode::Fixed(8);
-    let fixed = simulate(SERIAL, load, eight, 60.0);
+    let eight = simulate(SERIAL, load, fixed(8), 60.0);
     assert!(
-        out.completed as f64 >= fixed.completed as f64 * 0.98,
+        out.completed as f64 >= eight.completed as f64 * 0.98,
         "adaptive {} against 8 fixed {}",
         out.completed,
-        fixed.completed
+        eight.completed
     );
 }
 
 #[test]
 fn where_commits_parallelise_it_converges_to_several_and_gains() {
-    let load = Load::Closed {
-        clients: 64,
-        think: Duration::from_micros(200),
-    };
+    let load = drain();
     let out = simulate(PARALLEL, load, adaptive(3), 60.0);
     let late = tail(&out.limits);
     let least = *late.iter().min().unwrap();
     assert!(least >= 3, "several flushes at once: {late:?}");
-    let mut one = adaptive(3);
-    one.concurrency = ConcurrencyMode::Fixed(1);
-    let single = simulate(PARALLEL, load, one, 60.0);
+    let single = simulate(PARALLEL, load, fixed(1), 60.0);
     assert!(
         out.completed as f64 >= single.completed as f64 * 1.5,
         "adaptive {} against one flush {}",
@@ -396,10 +402,7 @@ fn where_commits_parallelise_it_converges_to_several_and_gains() {
 #[test]
 fn the_limit_stays_put_under_a_steady_load() {
     // No oscillation: once settled, the limit changes only for probes (one epoch each).
-    let load = Load::Closed {
-        clients: 64,
-        think: Duration::from_micros(200),
-    };
+    let load = drain();
     for db in [SERIAL, PARALLEL] {
         let out = simulate(db, load, adaptive(3), 60.0);
         let late = tail(&out.limits);
