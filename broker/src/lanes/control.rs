@@ -6,14 +6,16 @@
 //! Concurrency: more flushes at once pay only where concurrent commits overlap on the database
 //! (a host with cores and a WAL device to spare); where they serialise (two cores, one WAL
 //! sync at a time), a second flush halves every flush's rows and doubles the commits. The
-//! controller starts at one flush and raises the limit only by a probe that measured a gain:
+//! controller starts at one flush and moves the limit only by probes that measured the result:
 //! while work waits on the limit for most of an epoch, it allows one more flush for one epoch
 //! and keeps it only if that epoch completed at least `PROBE_GAIN` times the work of the
-//! epochs before; a probe that gains nothing is not tried again for a backoff that doubles up to
-//! `MAX_BACKOFF`. It lowers the limit when the flushes in flight, averaged over an epoch, would
-//! fit in half of one fewer. Raising needs a measured gain and lowering needs idle capacity, and
-//! a failed probe backs off exponentially, so the limit cannot oscillate: at most one probe
-//! epoch per backoff.
+//! epochs before; above one flush it also tries one fewer for an epoch and keeps that unless
+//! the work fell by `PROBE_GAIN` (so a probe kept by a lucky epoch, or a load that changed, is
+//! undone). A failed probe is not tried again in its direction for a backoff that doubles up to
+//! `MAX_BACKOFF`. It also lowers the limit when the flushes in flight, averaged over an epoch,
+//! would fit in half of one fewer. Between a gain of `PROBE_GAIN` and a loss of as much, fewer
+//! flushes win, and failed probes back off exponentially, so the limit cannot oscillate: at
+//! most one probe epoch per backoff in each direction.
 //!
 //! Linger: an idle lane that flushes a first arrival at once commits it alone; waiting lets
 //! later arrivals share its commit. It lingers only while consumers wait for messages (a
@@ -59,20 +61,59 @@ pub struct Concurrency {
     /// Items per epoch at the current limit (mean of the last two unprobed epochs).
     baseline: Option<f64>,
     last_unprobed: Option<f64>,
-    probing: bool,
-    backoff: Duration,
-    next_probe: Option<Instant>,
+    /// The probe the current epoch runs, if any.
+    probe: Option<Probe>,
+    up: Backoff,
+    down: Backoff,
     /// Probes tried and probes kept, for the metrics.
     pub probes: u64,
     pub probes_kept: u64,
 }
 
+/// Which way a probe moved the limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Probe {
+    Up,
+    Down,
+}
+
+/// When a probe in one direction may run again: after a failed one, a wait that doubles.
+#[derive(Debug, Clone, Copy)]
+struct Backoff {
+    wait: Duration,
+    next: Option<Instant>,
+}
+
+impl Backoff {
+    fn new() -> Backoff {
+        Backoff {
+            wait: Concurrency::MIN_BACKOFF,
+            next: None,
+        }
+    }
+
+    fn due(&self, now: Instant) -> bool {
+        self.next.is_none_or(|t| now >= t)
+    }
+
+    fn succeeded(&mut self, now: Instant) {
+        self.wait = Concurrency::MIN_BACKOFF;
+        self.next = Some(now + self.wait);
+    }
+
+    fn failed(&mut self, now: Instant) {
+        self.wait = (self.wait * 2).min(Concurrency::MAX_BACKOFF);
+        self.next = Some(now + self.wait);
+    }
+}
+
 impl Concurrency {
     /// How long one epoch lasts.
     pub const EPOCH: Duration = Duration::from_millis(200);
-    /// A probe is kept when its epoch completed at least this many times the baseline's work.
+    /// An upward probe is kept when its epoch completed at least this many times the
+    /// baseline's work; a downward one when it completed more than the baseline divided by it.
     pub const PROBE_GAIN: f64 = 1.10;
-    /// The fraction of an epoch work must wait on the limit before a probe.
+    /// The fraction of an epoch work must wait on the limit before an upward probe.
     pub const SATURATED: f64 = 0.5;
     pub const MIN_BACKOFF: Duration = Duration::from_secs(2);
     pub const MAX_BACKOFF: Duration = Duration::from_secs(60);
@@ -87,9 +128,9 @@ impl Concurrency {
             limit,
             baseline: None,
             last_unprobed: None,
-            probing: false,
-            backoff: Self::MIN_BACKOFF,
-            next_probe: None,
+            probe: None,
+            up: Backoff::new(),
+            down: Backoff::new(),
             probes: 0,
             probes_kept: 0,
         }
@@ -106,18 +147,8 @@ impl Concurrency {
             return;
         };
         let work = e.items as f64;
-        if self.probing {
-            self.probing = false;
-            let base = self.baseline.unwrap_or(0.0);
-            if base > 0.0 && work >= base * Self::PROBE_GAIN {
-                self.probes_kept += 1;
-                self.backoff = Self::MIN_BACKOFF;
-                self.reset_baseline();
-            } else {
-                self.limit -= 1;
-                self.backoff = (self.backoff * 2).min(Self::MAX_BACKOFF);
-                self.next_probe = Some(now + self.backoff);
-            }
+        if let Some(probe) = self.probe.take() {
+            self.judge(now, probe, work);
             return;
         }
         self.baseline = Some(match self.last_unprobed {
@@ -125,15 +156,51 @@ impl Concurrency {
             None => work,
         });
         self.last_unprobed = Some(work);
-        let probe_due = self.next_probe.is_none_or(|t| now >= t);
-        if e.saturated >= Self::SATURATED && self.limit < max && probe_due && work > 0.0 {
-            self.probes += 1;
-            self.probing = true;
-            self.limit += 1;
+        if work <= 0.0 {
+            return;
+        }
+        if e.saturated >= Self::SATURATED && self.limit < max && self.up.due(now) {
+            self.start(Probe::Up);
+        } else if self.limit > 1 && self.down.due(now) {
+            self.start(Probe::Down);
         } else if self.limit > 1 && e.mean_inflight < (self.limit - 1) as f64 * 0.5 {
             self.limit -= 1;
             self.reset_baseline();
         }
+    }
+
+    fn start(&mut self, probe: Probe) {
+        self.probes += 1;
+        self.probe = Some(probe);
+        match probe {
+            Probe::Up => self.limit += 1,
+            Probe::Down => self.limit -= 1,
+        }
+    }
+
+    /// Keeps or undoes the probe that ran the epoch that did `work`. One more flush must gain
+    /// `PROBE_GAIN`; one fewer must lose less than that: between the two, fewer flushes win.
+    fn judge(&mut self, now: Instant, probe: Probe, work: f64) {
+        let base = self.baseline.unwrap_or(0.0);
+        let kept = match probe {
+            Probe::Up => base > 0.0 && work >= base * Self::PROBE_GAIN,
+            Probe::Down => work * Self::PROBE_GAIN > base,
+        };
+        let backoff = match probe {
+            Probe::Up => &mut self.up,
+            Probe::Down => &mut self.down,
+        };
+        if kept {
+            self.probes_kept += 1;
+            backoff.succeeded(now);
+        } else {
+            backoff.failed(now);
+            match probe {
+                Probe::Up => self.limit -= 1,
+                Probe::Down => self.limit += 1,
+            }
+        }
+        self.reset_baseline();
     }
 
     fn reset_baseline(&mut self) {
@@ -245,6 +312,42 @@ mod tests {
         // Light load: half a flush in flight on average fits one fewer.
         c.end_epoch(t + Concurrency::EPOCH * 2, epoch(200, 0.0, 0.3));
         assert_eq!(c.limit(), 1);
+    }
+
+    #[test]
+    fn a_lucky_probe_is_undone_by_a_probe_of_one_fewer() {
+        let mut c = Concurrency::new(ConcurrencyMode::Adaptive { max: 8 });
+        let t = Instant::now();
+        c.end_epoch(t, epoch(1000, 0.9, 1.0));
+        // A ramping load: the probe's epoch did more work whatever the limit.
+        c.end_epoch(t + Concurrency::EPOCH, epoch(1200, 0.9, 2.0));
+        assert_eq!(c.limit(), 2, "kept");
+        // Busy at two flushes, as much work as one did: one fewer is tried, and kept, since it
+        // does as well.
+        let mut k = 2;
+        while c.limit() == 2 && k < 40 {
+            c.end_epoch(t + Concurrency::EPOCH * k, epoch(1200, 0.2, 1.8));
+            k += 1;
+        }
+        c.end_epoch(t + Concurrency::EPOCH * k, epoch(1190, 0.9, 1.0));
+        assert_eq!(c.limit(), 1, "one fewer did as well: kept");
+    }
+
+    #[test]
+    fn one_fewer_that_loses_work_is_undone() {
+        let mut c = Concurrency::new(ConcurrencyMode::Adaptive { max: 8 });
+        let t = Instant::now();
+        c.end_epoch(t, epoch(1000, 0.9, 1.0));
+        c.end_epoch(t + Concurrency::EPOCH, epoch(1600, 0.9, 2.0));
+        assert_eq!(c.limit(), 2);
+        let mut k = 2;
+        while c.limit() == 2 && k < 40 {
+            c.end_epoch(t + Concurrency::EPOCH * k, epoch(1600, 0.2, 1.9));
+            k += 1;
+        }
+        assert_eq!(c.limit(), 1, "the downward probe runs");
+        c.end_epoch(t + Concurrency::EPOCH * k, epoch(1000, 0.9, 1.0));
+        assert_eq!(c.limit(), 2, "it lost 37 %: undone");
     }
 
     #[test]
