@@ -12,10 +12,12 @@
 //! epochs before; above one flush it also tries one fewer for an epoch and keeps that unless
 //! the work fell by `PROBE_GAIN` (so a probe kept by a lucky epoch, or a load that changed, is
 //! undone). A failed probe is not tried again in its direction for a backoff that doubles up to
-//! `MAX_BACKOFF`. It also lowers the limit when the flushes in flight, averaged over an epoch,
-//! would fit in half of one fewer. Between a gain of `PROBE_GAIN` and a loss of as much, fewer
-//! flushes win, and failed probes back off exponentially, so the limit cannot oscillate: at
-//! most one probe epoch per backoff in each direction.
+//! `MAX_BACKOFF`, and a kept probe doubles the wait before one the other way. It also lowers
+//! the limit when the flushes in flight, averaged over an epoch, would fit in half of one
+//! fewer. Between a gain of `PROBE_GAIN` and a loss of as much, fewer flushes win; failed
+//! probes back off exponentially, and so does reversing a kept one, so the limit cannot
+//! oscillate: noise that keeps probes both ways flips it at intervals that double up to a
+//! minute, and at most one probe epoch runs per backoff in each direction.
 //!
 //! Linger: an idle lane that flushes a first arrival at once commits it alone; waiting lets
 //! later arrivals share its commit. It lingers only while consumers wait for messages (a
@@ -77,7 +79,8 @@ enum Probe {
     Down,
 }
 
-/// When a probe in one direction may run again: after a failed one, a wait that doubles.
+/// When a probe in one direction may run again: a wait that doubles after each failed probe
+/// this way and after each kept probe the other way, up to `MAX_BACKOFF`.
 #[derive(Debug, Clone, Copy)]
 struct Backoff {
     wait: Duration,
@@ -96,8 +99,8 @@ impl Backoff {
         self.next.is_none_or(|t| now >= t)
     }
 
+    /// A probe this way was kept: the next one waits as long as this one did.
     fn succeeded(&mut self, now: Instant) {
-        self.wait = Concurrency::MIN_BACKOFF;
         self.next = Some(now + self.wait);
     }
 
@@ -186,15 +189,18 @@ impl Concurrency {
             Probe::Up => base > 0.0 && work >= base * Self::PROBE_GAIN,
             Probe::Down => work * Self::PROBE_GAIN > base,
         };
-        let backoff = match probe {
-            Probe::Up => &mut self.up,
-            Probe::Down => &mut self.down,
+        let (this_way, other_way) = match probe {
+            Probe::Up => (&mut self.up, &mut self.down),
+            Probe::Down => (&mut self.down, &mut self.up),
         };
         if kept {
             self.probes_kept += 1;
-            backoff.succeeded(now);
+            this_way.succeeded(now);
+            // Undoing what a probe just kept waits longer each time: noise that keeps probes
+            // both ways flips the limit ever more rarely instead of every few seconds.
+            other_way.failed(now);
         } else {
-            backoff.failed(now);
+            this_way.failed(now);
             match probe {
                 Probe::Up => self.limit -= 1,
                 Probe::Down => self.limit += 1,
@@ -348,6 +354,35 @@ mod tests {
         assert_eq!(c.limit(), 1, "the downward probe runs");
         c.end_epoch(t + Concurrency::EPOCH * k, epoch(1000, 0.9, 1.0));
         assert_eq!(c.limit(), 2, "it lost 37 %: undone");
+    }
+
+    #[test]
+    fn probes_kept_both_ways_by_noise_flip_the_limit_ever_more_rarely() {
+        // Every probe is kept (each epoch a little luckier than the last): the flips spread out.
+        let mut c = Concurrency::new(ConcurrencyMode::Adaptive { max: 2 });
+        let t = Instant::now();
+        // A kept probe moves the limit for good; a probe epoch that is undone does not count.
+        // Every probe's epoch is lucky (20 % more work than the epochs before), so every probe
+        // either way is kept.
+        let (mut flips, mut kept, mut probing) = (Vec::new(), 0, false);
+        for k in 0..3000u32 {
+            let now = t + Concurrency::EPOCH * k;
+            let before = c.limit();
+            let work = if probing { 1200 } else { 1000 };
+            c.end_epoch(now, epoch(work, 0.9, c.limit() as f64));
+            probing = !probing && c.limit() != before;
+            if c.probes_kept != kept {
+                flips.push(now - t);
+                kept = c.probes_kept;
+            }
+        }
+        let gaps: Vec<Duration> = flips.windows(2).map(|w| w[1] - w[0]).collect();
+        assert!(flips.len() < 40, "{} flips in 10 minutes", flips.len());
+        let late = &gaps[gaps.len() - 4..];
+        assert!(
+            late.iter().all(|g| *g >= Duration::from_secs(30)),
+            "late flips still come every {late:?}"
+        );
     }
 
     #[test]

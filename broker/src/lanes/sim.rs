@@ -388,8 +388,9 @@ fn where_commits_parallelise_it_converges_to_several_and_gains() {
     let load = drain();
     let out = simulate(PARALLEL, load, adaptive(3), 60.0);
     let late = tail(&out.limits);
-    let least = *late.iter().min().unwrap();
-    assert!(least >= 3, "several flushes at once: {late:?}");
+    // Probe epochs (one fewer, one more) are sampled now and then.
+    let several = late.iter().filter(|&&l| l >= 3).count() as f64 / late.len() as f64;
+    assert!(several >= 0.95, "several flushes at once: {late:?}");
     let single = simulate(PARALLEL, load, fixed(1), 60.0);
     assert!(
         out.completed as f64 >= single.completed as f64 * 1.5,
