@@ -28,7 +28,7 @@ use crate::demand::Demand;
 use crate::lanes::control::{ConcurrencyMode, Linger};
 use crate::lanes::{LaneSettings, Lanes, Work};
 use uuid::Uuid;
-use xxhash_rust::xxh3::xxh3_64;
+use xxhash_rust::xxh3::{xxh3_64, Xxh3};
 
 /// One registry hit waiting for its flush.
 pub struct FusedAck {
@@ -158,14 +158,15 @@ impl AckFusion {
 
 type Waiter = (FusedAck, oneshot::Sender<Verdict>);
 
-/// A hash of the key `fold` folds requests by: (partition, group, worker).
+/// A hash of the key `fold` folds requests by: (partition, group, worker), hashed in place
+/// (the lanes take it for every ack they are handed).
 pub fn fold_key(a: &FusedAck) -> u64 {
-    let mut bytes = Vec::with_capacity(16 + a.group.len() + a.worker.len() + 1);
-    bytes.extend_from_slice(a.partition.as_bytes());
-    bytes.extend_from_slice(a.group.as_bytes());
-    bytes.push(0);
-    bytes.extend_from_slice(a.worker.as_bytes());
-    xxh3_64(&bytes)
+    let mut h = Xxh3::new();
+    h.update(a.partition.as_bytes());
+    h.update(a.group.as_bytes());
+    h.update(&[0]);
+    h.update(a.worker.as_bytes());
+    h.digest()
 }
 
 /// One row of a flush: the folded requests it answers.

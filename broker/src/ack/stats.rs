@@ -69,7 +69,7 @@ impl RegistrySnapshot {
 
 impl FusionSnapshot {
     pub fn of(f: &AckFusion) -> FusionSnapshot {
-        let s = &f.stats;
+        let (s, lanes) = (&f.stats, &f.lanes().gauges);
         FusionSnapshot {
             flushes: s.flushes.load(Relaxed),
             rows: s.rows.load(Relaxed),
@@ -79,10 +79,10 @@ impl FusionSnapshot {
             flush_errors: s.flush_errors.load(Relaxed),
             flush_us: s.flush_us.load(Relaxed),
             concurrency: f.concurrency(),
-            lingers: f.lanes().gauges.lingers.load(Relaxed),
-            linger_us: f.lanes().gauges.linger_us.load(Relaxed),
-            probes: f.lanes().gauges.probes.load(Relaxed),
-            probes_kept: f.lanes().gauges.probes_kept.load(Relaxed),
+            lingers: lanes.lingers.load(Relaxed),
+            linger_us: lanes.linger_us.load(Relaxed),
+            probes: lanes.probes.load(Relaxed),
+            probes_kept: lanes.probes_kept.load(Relaxed),
         }
     }
 }

@@ -259,14 +259,6 @@ impl Linger {
             }
         }
     }
-
-    /// The longest a linger may hold a first arrival.
-    pub fn bound(&self) -> Duration {
-        match *self {
-            Linger::Fixed { linger, .. } => linger,
-            Linger::Adaptive { hold } => hold,
-        }
-    }
 }
 
 #[cfg(test)]

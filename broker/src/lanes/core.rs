@@ -220,21 +220,6 @@ impl<T> Core<T> {
         self.pending_acks + self.pending_pops
     }
 
-    /// Until when a linger holds the waiting work, if one does.
-    pub fn linger_until(&self) -> Option<Instant> {
-        self.linger_until
-    }
-
-    /// The smoothed arrival rate, items a second.
-    pub fn rate(&self) -> f64 {
-        self.rate.per_second()
-    }
-
-    /// The longest a linger holds a first arrival.
-    pub fn hold_bound(&self) -> Duration {
-        self.settings.linger.bound()
-    }
-
     /// Enough is waiting to fill a flush: lingering longer gathers nothing it can carry.
     fn full(&self) -> bool {
         self.pending_pops >= self.settings.max_pops || self.pending_acks >= self.settings.max_acks
@@ -373,16 +358,12 @@ impl Meter {
             return None;
         }
         let secs = length.as_secs_f64();
-        let epoch = Epoch {
-            items: self.items,
-            saturated: self.saturated.as_secs_f64() / secs,
-            mean_inflight: self.inflight_area / secs,
-        };
-        // Items per epoch are compared across epochs: scale to the nominal length.
+        // Items per epoch are compared across epochs: scaled to the nominal length.
         let scale = Concurrency::EPOCH.as_secs_f64() / secs;
         let epoch = Epoch {
-            items: (epoch.items as f64 * scale).round() as u64,
-            ..epoch
+            items: (self.items as f64 * scale).round() as u64,
+            saturated: self.saturated.as_secs_f64() / secs,
+            mean_inflight: self.inflight_area / secs,
         };
         (self.epoch_start, self.items) = (now, 0);
         (self.saturated, self.inflight_area) = (Duration::ZERO, 0.0);

@@ -47,7 +47,6 @@ use crate::pop::claim::{claim_jobs, claim_prepared, prepare_claim, ClaimRow, Pop
 use crate::pop::fusion::{PopFusionStats, MAX_JOBS};
 use control::{Concurrency, ConcurrencyMode, Linger};
 use core::{Batch, Core, CoreSettings, Kind, Step};
-pub use rate::ArrivalRate;
 
 /// What a pop's flush answers: its rows, or why the flush failed.
 pub type PopAnswer = Result<Vec<ClaimRow>, String>;

@@ -358,6 +358,11 @@ fn fixed(n: usize) -> CoreSettings {
     }
 }
 
+/// The share of `limits` for which `holds` is true.
+fn share(limits: &[usize], holds: impl Fn(usize) -> bool) -> f64 {
+    limits.iter().filter(|&&l| holds(l)).count() as f64 / limits.len() as f64
+}
+
 fn tail(limits: &[usize]) -> &[usize] {
     &limits[limits.len() / 2..]
 }
@@ -367,7 +372,7 @@ fn where_commits_serialise_it_converges_to_one_flush_at_a_time() {
     let load = drain();
     let out = simulate(SERIAL, load, adaptive(3), 60.0);
     let late = tail(&out.limits);
-    let at_one = late.iter().filter(|&&l| l == 1).count() as f64 / late.len() as f64;
+    let at_one = share(late, |l| l == 1);
     // Probes are allowed (one epoch each, backing off to a minute apart).
     assert!(
         at_one >= 0.97,
@@ -389,7 +394,7 @@ fn where_commits_parallelise_it_converges_to_several_and_gains() {
     let out = simulate(PARALLEL, load, adaptive(3), 60.0);
     let late = tail(&out.limits);
     // Probe epochs (one fewer, one more) are sampled now and then.
-    let several = late.iter().filter(|&&l| l >= 3).count() as f64 / late.len() as f64;
+    let several = share(late, |l| l >= 3);
     assert!(several >= 0.95, "several flushes at once: {late:?}");
     let single = simulate(PARALLEL, load, fixed(1), 60.0);
     assert!(
