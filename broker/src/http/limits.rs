@@ -8,7 +8,10 @@
 //!   whatever the compression.
 //! - A transactionId is at most `MAX_TXN_BYTES` bytes (the wire's bound; the broker indexes
 //!   transactionIds by hash only).
-//! - An ack's `error` reason is cut to `MAX_ERROR_BYTES` bytes (at a character boundary).
+//! - An ack's `error` reason is free diagnostic text: it is cleaned, never refused (a refusal would
+//!   leave a client whose error text carries a NUL unable to dead-letter its poison message, which
+//!   would then be redelivered forever). U+0000 becomes U+FFFD and the text is cut to
+//!   `MAX_ERROR_BYTES` bytes (at a character boundary).
 //!
 //! Every refusal is a 400 naming the field.
 
@@ -31,15 +34,17 @@ pub fn transaction_id(value: &str, field: &str) -> Result<(), ApiError> {
     bounded(value, field, MAX_TXN_BYTES)
 }
 
-/// A failure reason: no U+0000; cut to `MAX_ERROR_BYTES` bytes.
-pub fn reason(value: Option<&str>, field: &str) -> Result<Option<String>, ApiError> {
-    let Some(value) = value else { return Ok(None) };
-    no_nul(value, field)?;
-    let mut end = value.len().min(MAX_ERROR_BYTES);
-    while !value.is_char_boundary(end) {
+/// A failure reason, cleaned: U+0000 replaced by U+FFFD, then cut to `MAX_ERROR_BYTES` bytes.
+pub fn reason(value: &str) -> String {
+    let cleaned = match value.contains('\0') {
+        true => std::borrow::Cow::Owned(value.replace('\0', "\u{FFFD}")),
+        false => std::borrow::Cow::Borrowed(value),
+    };
+    let mut end = cleaned.len().min(MAX_ERROR_BYTES);
+    while !cleaned.is_char_boundary(end) {
         end -= 1;
     }
-    Ok(Some(value[..end].to_string()))
+    cleaned[..end].to_string()
 }
 
 /// `bounded`, naming the field only when it refuses: for checks made per item of a request,
@@ -101,9 +106,12 @@ mod tests {
     #[test]
     fn reasons_are_cut_at_a_char_boundary() {
         let long = "é".repeat(3000);
-        let cut = reason(Some(&long), "error").unwrap().unwrap();
+        let cut = reason(&long);
         assert!(cut.len() <= MAX_ERROR_BYTES && cut.chars().all(|c| c == 'é'));
-        assert!(reason(Some("a\0"), "error").is_err());
-        assert_eq!(reason(None, "error").unwrap(), None);
+        assert_eq!(reason("a\0b"), "a\u{FFFD}b");
+        assert_eq!(
+            reason(&"\0".repeat(5000)).chars().count(),
+            MAX_ERROR_BYTES / 3
+        );
     }
 }

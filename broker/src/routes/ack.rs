@@ -77,10 +77,7 @@ pub fn item(
     }
     let lease_id = a.lease_id.clone().unwrap_or_default();
     limits::bounded_lazy(&lease_id, limits::MAX_NAME_BYTES, || name("leaseId"))?;
-    let error = match a.error.as_deref() {
-        None => None,
-        Some(e) => limits::reason(Some(e), &name("error"))?,
-    };
+    let error = a.error.as_deref().map(limits::reason);
     let consumer_group = own_group
         .or(default_group)
         .unwrap_or(QUEUE_MODE_GROUP)

@@ -114,26 +114,28 @@ async fn a_long_incompressible_error_reason_is_filed_cut() {
     poison_is_filed_and_the_partition_moves_on("7", "long-error", &error).await;
 }
 
+/// The failure reason is diagnostic text: a NUL in it is replaced, not refused, so that a client
+/// whose error text carries one can still dead-letter its poison message.
 #[tokio::test]
-async fn a_nul_in_an_error_reason_is_a_400_and_the_lease_stays_usable() {
+async fn a_nul_in_an_error_reason_dead_letters_and_the_partition_moves_on() {
     let t = TestBroker::start().await;
     push_raw(
         &t,
-        r#"[{"queue":"q","partition":"p","transactionId":"t","payload":1}]"#,
+        r#"[{"queue":"q","partition":"p","transactionId":"t","payload":1},
+            {"queue":"q","partition":"p","transactionId":"next","payload":2}]"#,
     )
     .await;
     let (_, txn, pid, lease) = pop_one(&t).await.expect("delivered");
-    let ack = json!({"transactionId": txn, "partitionId": pid, "status": "dlq",
-                     "leaseId": lease, "error": "a\u{0}b"});
-    let r = t.http.post("/api/v1/ack", ack).await;
-    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.text);
-    assert!(
-        r.json["error"].as_str().unwrap().contains("error"),
-        "{}",
-        r.text
+    assert_eq!(txn, "t");
+    dead_letter(&t, &txn, &pid, &lease, "bad\u{0}bytes").await;
+    let listed = dlq_listing(&t).await;
+    assert_eq!(listed.len(), 1, "one DLQ row");
+    assert_eq!(
+        listed[0].2, "bad\u{FFFD}bytes",
+        "the NUL is replaced, the rest kept"
     );
-    dead_letter(&t, &txn, &pid, &lease, "boom").await;
-    assert_eq!(dlq_listing(&t).await.len(), 1);
+    let (_, behind, _, _) = pop_one(&t).await.expect("the partition moves on");
+    assert_eq!(behind, "next");
     t.broker.shutdown().await;
 }
 
