@@ -335,7 +335,7 @@ pub fn gate(
     format: &str,
 ) -> u8 {
     let judged = (|| {
-        let r = read_results(results)?;
+        let r = ackbench_reports::results::read(results)?;
         let scenario = match gates_file {
             Some(p) => Scenario::load(p).map_err(|e| e.to_string())?,
             None => Scenario::parse(&r.meta.scenario.text, &r.meta.scenario.path).map_err(|e| {
@@ -369,7 +369,7 @@ pub fn gate(
 
 /// `ackbench baseline RESULTS --out FILE`: never from a run that failed.
 pub fn baseline(results: &Path, out: &Path) -> u8 {
-    let written = read_results(results).and_then(|r| {
+    let written = ackbench_reports::results::read(results).and_then(|r| {
         let scenario = Scenario::parse(&r.meta.scenario.text, &r.meta.scenario.path)
             .map_err(|e| e.to_string())?;
         let eval = gates::evaluate(&r, &scenario.gates, None);
@@ -443,8 +443,7 @@ fn describe_overrides(o: &Overrides) -> Vec<String> {
 
 fn write_outputs(results: &Results, out_dir: &Path) -> Result<(), String> {
     let path = out_dir.join("results.json");
-    let text = serde_json::to_string_pretty(results).map_err(|e| e.to_string())?;
-    std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))?;
+    ackbench_reports::results::write(results, &path)?;
     eprintln!("ackbench: wrote {}", path.display());
     let html = ackbench_reports::render_report(results)?;
     let report = out_dir.join("report.html");
@@ -453,20 +452,17 @@ fn write_outputs(results: &Results, out_dir: &Path) -> Result<(), String> {
     Ok(())
 }
 
-/// Reads a results file, naming the file in any error.
-pub fn read_results(path: &Path) -> Result<Results, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    Results::from_json(&text).map_err(|e| format!("{}: {e}", path.display()))
-}
-
 /// `ackbench report RESULTS [--compare OTHER] [--out FILE]`: renders from the results file
 /// alone; with `--compare`, OTHER is the baseline and RESULTS the candidate.
 pub fn report(results: &Path, compare: Option<&Path>, out: Option<&Path>) -> u8 {
     let rendered = (|| {
-        let candidate = read_results(results)?;
+        let candidate = ackbench_reports::results::read(results)?;
         let (html, default_name) = match compare {
             Some(other) => (
-                ackbench_reports::render_comparison(&read_results(other)?, &candidate)?,
+                ackbench_reports::render_comparison(
+                    &ackbench_reports::results::read(other)?,
+                    &candidate,
+                )?,
                 "compare.html",
             ),
             None => (ackbench_reports::render_report(&candidate)?, "report.html"),

@@ -561,6 +561,18 @@ impl Results {
     }
 }
 
+/// Reads a results file, naming the file in any error.
+pub fn read(path: &std::path::Path) -> Result<Results, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    Results::from_json(&text).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// Writes `results` to `path` as pretty-printed JSON, naming the file in any error.
+pub fn write(results: &Results, path: &std::path::Path) -> Result<(), String> {
+    let text = serde_json::to_string_pretty(results).map_err(|e| e.to_string())?;
+    std::fs::write(path, text).map_err(|e| format!("{}: {e}", path.display()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
