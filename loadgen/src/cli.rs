@@ -13,8 +13,9 @@ use ackbench_reports::results::Results;
 
 use crate::capacity;
 use crate::gates::{self, baseline::Baseline, export};
+use crate::lifecycle::env::Env;
 use crate::lifecycle::faults::refuse_unavailable;
-use crate::lifecycle::target::Env;
+use crate::lifecycle::settle::{OneShard, Settlement, Whole};
 use crate::options::{CapacityOptions, RunOptions};
 use crate::run::{self, audit_words, figure_text};
 use crate::scenario::{Cell, Overrides, Scenario};
@@ -39,7 +40,8 @@ pub async fn run(opts: RunOptions) -> u8 {
         Ok(shard) => shard,
         Err(e) => return fail(&e),
     };
-    if let Err(e) = refuse_unavailable(&scenario.faults, &opts.target) {
+    let settings = opts.target.settings();
+    if let Err(e) = refuse_unavailable(&scenario.faults, &settings) {
         return fail(&e);
     }
     let seed = scenario.run.seed.unwrap_or_else(|| match &opts.run_id {
@@ -53,8 +55,8 @@ pub async fn run(opts: RunOptions) -> u8 {
     if let Err(e) = std::fs::create_dir_all(&out_dir) {
         return fail(&format!("--out {}: {e}", out_dir.display()));
     }
-    let env = match Env::prepare(&opts.target, out_dir.clone()).await {
-        Ok(env) => env.for_shard(shard, opts.run_id.as_deref()),
+    let env = match Env::prepare(&settings, out_dir.clone()).await {
+        Ok(env) => env.with_run_id(opts.run_id.as_deref()),
         Err(e) => return fail(&e),
     };
     let target = env.external_broker().then(|| env.profile.cell_name());
@@ -84,7 +86,8 @@ pub async fn run(opts: RunOptions) -> u8 {
         scenario.run.duration_secs,
         out_dir.display()
     );
-    let outcome = run::run(&scenario, &cells, &env, seed, cancel).await;
+    let settlement = settlement_of(shard, &out_dir);
+    let outcome = run::run(&scenario, &cells, &env, settlement.as_ref(), seed, cancel).await;
     drop(env);
     let mut results = match outcome {
         Ok(r) => r,
@@ -116,6 +119,18 @@ pub async fn run(opts: RunOptions) -> u8 {
     match shard.is_sharded() {
         true => shard_exit_code(&results),
         false => run_exit_code(&results, &eval),
+    }
+}
+
+/// How this process settles its rounds: as the whole run, or as the shard `shard` (its ledger
+/// files beside its results in `out_dir`).
+fn settlement_of(shard: Shard, out_dir: &Path) -> Box<dyn Settlement> {
+    match shard.is_sharded() {
+        true => Box::new(OneShard {
+            shard,
+            out_dir: out_dir.to_path_buf(),
+        }),
+        false => Box::new(Whole),
     }
 }
 
@@ -219,7 +234,7 @@ pub async fn capacity(opts: CapacityOptions) -> u8 {
     if let Err(e) = std::fs::create_dir_all(&out_dir) {
         return fail(&format!("--out {}: {e}", out_dir.display()));
     }
-    let env = match Env::prepare(&opts.target, out_dir.clone()).await {
+    let env = match Env::prepare(&opts.target.settings(), out_dir.clone()).await {
         Ok(env) => env,
         Err(e) => return fail(&e),
     };

@@ -9,12 +9,12 @@
 pub mod capacity;
 pub mod cli;
 pub mod client;
+pub mod driver;
 pub mod gates;
 pub mod lifecycle;
 pub mod measure;
 pub mod meta;
 pub mod options;
-pub mod peer;
 pub mod progress;
 pub mod run;
 pub mod scenario;

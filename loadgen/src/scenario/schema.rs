@@ -8,7 +8,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use super::figure::{Direction, Figure};
-use crate::peer::PeerKind;
+use crate::driver::peer::{self, Peer};
 
 /// One setting of the accelerators (each cell runs against a broker started with its toggles),
 /// or a peer queue driven over SQL on the same PostgreSQL (`pgmq`, `pgq`).
@@ -59,10 +59,9 @@ impl Cell {
     }
 
     /// The peer this cell runs, if it is a peer cell.
-    pub fn peer(self) -> Option<PeerKind> {
+    pub fn peer(self) -> Option<&'static dyn Peer> {
         match self {
-            Cell::Pgmq => Some(PeerKind::Pgmq),
-            Cell::Pgq => Some(PeerKind::Pgq),
+            Cell::Pgmq | Cell::Pgq => peer::named(self.name()).ok(),
             _ => None,
         }
     }

@@ -461,8 +461,8 @@ fn check_peers_can_run(file: &ScenarioFile, loc: &Locator) -> Check {
 }
 
 /// What the consumers ask of a queue, in the terms a peer is judged by.
-pub(crate) fn asks_of(c: &Consumers) -> crate::peer::Asks {
-    crate::peer::Asks {
+pub(crate) fn asks_of(c: &Consumers) -> crate::driver::peer::Asks {
+    crate::driver::peer::Asks {
         consumer_groups: c.group_names().len(),
         lease_stalls: c.stall > 0.0,
         dead_letters: c.outcomes.dlq > 0.0,
