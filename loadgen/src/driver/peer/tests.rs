@@ -201,3 +201,17 @@ fn each_peer_refuses_what_it_cannot_do() {
     assert_eq!(named("pgq").map(|p| p.name()), Ok("pgq"));
     assert!(named("kafka").unwrap_err().contains("pgmq and pgq"));
 }
+
+#[test]
+fn every_peer_cell_has_its_registered_peer_and_every_peer_a_cell() {
+    use crate::scenario::Cell;
+    for cell in Cell::PEERS {
+        let peer = cell.peer().expect("a peer cell names a registered peer");
+        assert_eq!(peer.name(), cell.name());
+    }
+    for peer in PEERS {
+        let cell: Cell = peer.name().parse().expect("a registered peer is a cell");
+        assert!(cell.peer().is_some_and(|p| p == peer));
+    }
+    assert!(Cell::ALL.iter().all(|c| c.peer().is_none()));
+}
