@@ -136,7 +136,8 @@ impl Scenario {
             let cell: Cell = name.parse().map_err(flag("--peers"))?;
             let Some(peer) = cell.peer() else {
                 return Err(flag("--peers")(format!(
-                    "`{name}` is not a peer (pgmq, pgq)"
+                    "`{name}` is not a peer ({})",
+                    crate::driver::peer::listed()
                 )));
             };
             if let Some(reason) = peer.refusal(&asks) {

@@ -439,7 +439,10 @@ fn fold_peers(r: &mut Run, loc: &Locator) -> Check {
     for (i, peer) in r.peers.iter().enumerate() {
         if peer.peer().is_none() {
             let key = format!("run.peers[{i}]");
-            let message = format!("{key}: `{peer}` is a broker cell, not a peer (pgmq, pgq)");
+            let message = format!(
+                "{key}: `{peer}` is a broker cell, not a peer ({})",
+                crate::driver::peer::listed()
+            );
             return Err(loc.invalid(&key, message));
         }
     }

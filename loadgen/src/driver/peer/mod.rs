@@ -6,7 +6,7 @@
 //! This module owns what every peer shares: the `Peer` interface a peer implements (install,
 //! produce a batch, consume a batch, answer each message, its background work, what it
 //! dead-lettered), the registry of peers (`PEERS`: adding a peer is a file implementing `Peer`
-//! and a line there, plus its cell name in `scenario::Cell`), what a scenario may ask of them (a
+//! and a line there: it is then a cell of its name), what a scenario may ask of them (a
 //! peer that cannot do what the scenario asks is refused at load time, never approximated), and
 //! `PeerQueue`, one cell's queue as the workload calls it. `system` runs a peer as one of the
 //! load generator's systems under test.
@@ -105,8 +105,23 @@ pub trait Peer: Send + Sync {
     }
 }
 
-/// Every peer, in the order the command line lists them.
+/// Every peer, in the order the command line lists them; each is a cell of its name.
 pub static PEERS: [&'static dyn Peer; 2] = [&pgmq::Pgmq, &pgq::Pgq];
+
+/// A peer by its place in `PEERS` (what a scenario's cell holds: small, `Copy`, hashable).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct PeerId(u8);
+
+impl PeerId {
+    /// Every peer's id, in the registry's order.
+    pub fn all() -> impl Iterator<Item = PeerId> {
+        (0..PEERS.len() as u8).map(PeerId)
+    }
+
+    pub fn peer(self) -> &'static dyn Peer {
+        PEERS[self.0 as usize]
+    }
+}
 
 /// The peer named `name`.
 pub fn named(name: &str) -> Result<&'static dyn Peer, String> {
@@ -125,6 +140,12 @@ fn peer_names() -> String {
         Some((last, rest)) => format!("{} and {last}", rest.join(", ")),
         None => String::new(),
     }
+}
+
+/// The peers' names as a list: `pgmq, pgq`.
+pub fn listed() -> String {
+    let names: Vec<&str> = PEERS.iter().map(|p| p.name()).collect();
+    names.join(", ")
 }
 
 impl std::fmt::Debug for dyn Peer {

@@ -205,7 +205,7 @@ fn each_peer_refuses_what_it_cannot_do() {
 #[test]
 fn every_peer_cell_has_its_registered_peer_and_every_peer_a_cell() {
     use crate::scenario::Cell;
-    for cell in Cell::PEERS {
+    for cell in Cell::peers() {
         let peer = cell.peer().expect("a peer cell names a registered peer");
         assert_eq!(peer.name(), cell.name());
     }
