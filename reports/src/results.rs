@@ -601,6 +601,31 @@ mod tests {
     }
 
     #[test]
+    fn a_results_file_reads_back_as_written_and_errors_name_the_file() {
+        let dir = std::env::temp_dir().join(format!("ackbench-results-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("results.json");
+        let written = Results {
+            schema_version: SCHEMA_VERSION,
+            complete: true,
+            meta: RunMeta {
+                seed: 7,
+                ..Default::default()
+            },
+            cells: Vec::new(),
+            gates: Vec::new(),
+        };
+        write(&written, &path).unwrap();
+        assert_eq!(read(&path).unwrap(), written);
+        let missing = read(&dir.join("missing.json")).unwrap_err();
+        assert!(missing.contains("missing.json"), "{missing}");
+        std::fs::write(&path, "{}").unwrap();
+        let refused = read(&path).unwrap_err();
+        assert!(refused.contains("results.json") && refused.contains("no schema_version"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
     fn figures_are_addressable_by_key() {
         let f = round(100.0, 7.5);
         assert_eq!(f.get("acked_messages"), Some(100.0));
