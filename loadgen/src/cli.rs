@@ -13,8 +13,9 @@ use ackbench_reports::results::Results;
 
 use crate::capacity;
 use crate::gates::{self, baseline::Baseline, export};
+use crate::lifecycle::env::Env;
 use crate::lifecycle::faults::refuse_unavailable;
-use crate::lifecycle::target::Env;
+use crate::lifecycle::settle::{OneShard, Settlement, Whole};
 use crate::options::{CapacityOptions, RunOptions};
 use crate::run::{self, audit_words, figure_text};
 use crate::scenario::{Cell, Overrides, Scenario};
@@ -39,7 +40,8 @@ pub async fn run(opts: RunOptions) -> u8 {
         Ok(shard) => shard,
         Err(e) => return fail(&e),
     };
-    if let Err(e) = refuse_unavailable(&scenario.faults, &opts.target) {
+    let settings = opts.target.settings();
+    if let Err(e) = refuse_unavailable(&scenario.faults, &settings) {
         return fail(&e);
     }
     let seed = scenario.run.seed.unwrap_or_else(|| match &opts.run_id {
@@ -53,8 +55,8 @@ pub async fn run(opts: RunOptions) -> u8 {
     if let Err(e) = std::fs::create_dir_all(&out_dir) {
         return fail(&format!("--out {}: {e}", out_dir.display()));
     }
-    let env = match Env::prepare(&opts.target, out_dir.clone()).await {
-        Ok(env) => env.for_shard(shard, opts.run_id.as_deref()),
+    let env = match Env::prepare(&settings, out_dir.clone()).await {
+        Ok(env) => env.with_run_id(opts.run_id.as_deref()),
         Err(e) => return fail(&e),
     };
     let target = env.external_broker().then(|| env.profile.cell_name());
@@ -84,7 +86,8 @@ pub async fn run(opts: RunOptions) -> u8 {
         scenario.run.duration_secs,
         out_dir.display()
     );
-    let outcome = run::run(&scenario, &cells, &env, seed, cancel).await;
+    let settlement = settlement_of(shard, &out_dir);
+    let outcome = run::run(&scenario, &cells, &env, settlement.as_ref(), seed, cancel).await;
     drop(env);
     let mut results = match outcome {
         Ok(r) => r,
@@ -116,6 +119,18 @@ pub async fn run(opts: RunOptions) -> u8 {
     match shard.is_sharded() {
         true => shard_exit_code(&results),
         false => run_exit_code(&results, &eval),
+    }
+}
+
+/// How this process settles its rounds: as the whole run, or as the shard `shard` (its ledger
+/// files beside its results in `out_dir`).
+fn settlement_of(shard: Shard, out_dir: &Path) -> Box<dyn Settlement> {
+    match shard.is_sharded() {
+        true => Box::new(OneShard {
+            shard,
+            out_dir: out_dir.to_path_buf(),
+        }),
+        false => Box::new(Whole),
     }
 }
 
@@ -219,7 +234,7 @@ pub async fn capacity(opts: CapacityOptions) -> u8 {
     if let Err(e) = std::fs::create_dir_all(&out_dir) {
         return fail(&format!("--out {}: {e}", out_dir.display()));
     }
-    let env = match Env::prepare(&opts.target, out_dir.clone()).await {
+    let env = match Env::prepare(&opts.target.settings(), out_dir.clone()).await {
         Ok(env) => env,
         Err(e) => return fail(&e),
     };
@@ -335,7 +350,7 @@ pub fn gate(
     format: &str,
 ) -> u8 {
     let judged = (|| {
-        let r = read_results(results)?;
+        let r = ackbench_reports::results::read(results)?;
         let scenario = match gates_file {
             Some(p) => Scenario::load(p).map_err(|e| e.to_string())?,
             None => Scenario::parse(&r.meta.scenario.text, &r.meta.scenario.path).map_err(|e| {
@@ -369,7 +384,7 @@ pub fn gate(
 
 /// `ackbench baseline RESULTS --out FILE`: never from a run that failed.
 pub fn baseline(results: &Path, out: &Path) -> u8 {
-    let written = read_results(results).and_then(|r| {
+    let written = ackbench_reports::results::read(results).and_then(|r| {
         let scenario = Scenario::parse(&r.meta.scenario.text, &r.meta.scenario.path)
             .map_err(|e| e.to_string())?;
         let eval = gates::evaluate(&r, &scenario.gates, None);
@@ -443,8 +458,7 @@ fn describe_overrides(o: &Overrides) -> Vec<String> {
 
 fn write_outputs(results: &Results, out_dir: &Path) -> Result<(), String> {
     let path = out_dir.join("results.json");
-    let text = serde_json::to_string_pretty(results).map_err(|e| e.to_string())?;
-    std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))?;
+    ackbench_reports::results::write(results, &path)?;
     eprintln!("ackbench: wrote {}", path.display());
     let html = ackbench_reports::render_report(results)?;
     let report = out_dir.join("report.html");
@@ -453,20 +467,17 @@ fn write_outputs(results: &Results, out_dir: &Path) -> Result<(), String> {
     Ok(())
 }
 
-/// Reads a results file, naming the file in any error.
-pub fn read_results(path: &Path) -> Result<Results, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    Results::from_json(&text).map_err(|e| format!("{}: {e}", path.display()))
-}
-
 /// `ackbench report RESULTS [--compare OTHER] [--out FILE]`: renders from the results file
 /// alone; with `--compare`, OTHER is the baseline and RESULTS the candidate.
 pub fn report(results: &Path, compare: Option<&Path>, out: Option<&Path>) -> u8 {
     let rendered = (|| {
-        let candidate = read_results(results)?;
+        let candidate = ackbench_reports::results::read(results)?;
         let (html, default_name) = match compare {
             Some(other) => (
-                ackbench_reports::render_comparison(&read_results(other)?, &candidate)?,
+                ackbench_reports::render_comparison(
+                    &ackbench_reports::results::read(other)?,
+                    &candidate,
+                )?,
                 "compare.html",
             ),
             None => (ackbench_reports::render_report(&candidate)?, "report.html"),

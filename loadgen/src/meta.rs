@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use ackbench_reports::results::{BrokerMeta, Machine, PostgresMeta, RunMeta, ScenarioMeta};
 use xxhash_rust::xxh3::xxh3_64;
 
-use crate::lifecycle::target::Env;
+use crate::lifecycle::env::Env;
 use crate::scenario::Scenario;
 
 pub fn run_meta(scenario: &Scenario, env: &Env) -> RunMeta {
@@ -30,7 +30,7 @@ pub fn run_meta(scenario: &Scenario, env: &Env) -> RunMeta {
         broker: BrokerMeta {
             version: env.profile.version.clone(),
             external: env.external_broker(),
-            url: env.options.broker_url.clone(),
+            url: env.settings.broker_url.clone(),
             binary: env.broker_bin.as_ref().map(|p| p.display().to_string()),
             target_kind: Some(format!("{} ({})", env.profile.kind, env.profile.detected)),
             wire_variants: BTreeMap::new(),
@@ -66,7 +66,7 @@ fn with_target_notes(env: &Env, mut notes: Vec<String>) -> Vec<String> {
         env.profile.cell_name(),
         env.run_tag
     ));
-    if env.options.database_url.is_some() {
+    if env.settings.database_url.is_some() {
         notes.push(
             "PostgreSQL figures are deltas of the broker's own database (never created or dropped by the \
              run): any other work in it during the window counts too, e.g. the broker's background services"

@@ -1,8 +1,10 @@
-//! The command-line options of `ackbench run` and `ackbench capacity`, parsed by clap straight
-//! into these structs and read by `cli` as they are: no separate request types in between.
+//! The command-line options of `ackbench run` and `ackbench capacity`, parsed by clap into these
+//! structs; `cli` turns them once into the plain settings the rest takes (scenario overrides,
+//! the target's settings, the knee search's flags): no clap type goes further.
 
 use std::path::PathBuf;
 
+use crate::lifecycle::env::TargetSettings;
 use crate::scenario::Overrides;
 use crate::shard::Shard;
 
@@ -29,6 +31,19 @@ pub struct TargetOptions {
     /// Keep each cell's database after the run (for inspection).
     #[arg(long)]
     pub keep_databases: bool,
+}
+
+impl TargetOptions {
+    /// The target's settings, as the run's environment takes them.
+    pub fn settings(&self) -> TargetSettings {
+        TargetSettings {
+            database_url: self.database_url.clone(),
+            broker_url: self.broker_url.clone(),
+            target_kind: self.target_kind.clone(),
+            broker_bin: self.broker_bin.clone(),
+            keep_databases: self.keep_databases,
+        }
+    }
 }
 
 /// `ackbench run`.

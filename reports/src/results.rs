@@ -561,6 +561,18 @@ impl Results {
     }
 }
 
+/// Reads a results file, naming the file in any error.
+pub fn read(path: &std::path::Path) -> Result<Results, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    Results::from_json(&text).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// Writes `results` to `path` as pretty-printed JSON, naming the file in any error.
+pub fn write(results: &Results, path: &std::path::Path) -> Result<(), String> {
+    let text = serde_json::to_string_pretty(results).map_err(|e| e.to_string())?;
+    std::fs::write(path, text).map_err(|e| format!("{}: {e}", path.display()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -586,6 +598,31 @@ mod tests {
             },
         );
         f
+    }
+
+    #[test]
+    fn a_results_file_reads_back_as_written_and_errors_name_the_file() {
+        let dir = std::env::temp_dir().join(format!("ackbench-results-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("results.json");
+        let written = Results {
+            schema_version: SCHEMA_VERSION,
+            complete: true,
+            meta: RunMeta {
+                seed: 7,
+                ..Default::default()
+            },
+            cells: Vec::new(),
+            gates: Vec::new(),
+        };
+        write(&written, &path).unwrap();
+        assert_eq!(read(&path).unwrap(), written);
+        let missing = read(&dir.join("missing.json")).unwrap_err();
+        assert!(missing.contains("missing.json"), "{missing}");
+        std::fs::write(&path, "{}").unwrap();
+        let refused = read(&path).unwrap_err();
+        assert!(refused.contains("results.json") && refused.contains("no schema_version"));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -1,4 +1,4 @@
-//! One cell's knee search: a fresh target (database and broker), then steps at the offered
+//! One cell's knee search: its system installed (database and broker), then steps at the offered
 //! rates `verdict::next_rate` picks (up or down from the start until a sustained rate lies below
 //! a failing one, then bisecting), each judged as it ends, until the knee is bracketed within
 //! the precision, `--max` holds, `--min` fails, an interruption or an error.
@@ -10,7 +10,8 @@ use ackbench_reports::model::format_number;
 
 use super::model::{CapacityCell, Criteria, Plan, Step};
 use super::{step, verdict};
-use crate::lifecycle::target::{Env, Target};
+use crate::driver::{self, system::Installed};
+use crate::lifecycle::env::Env;
 use crate::lifecycle::CellRound;
 use crate::progress::Progress;
 use crate::scenario::{Cell, LoopMode, Scenario};
@@ -27,7 +28,7 @@ pub(super) struct Search<'a> {
 }
 
 /// A measured cell and whether it was interrupted, or the error that stopped it (with the
-/// cell as far as it got, when its target had started).
+/// cell as far as it got, when its system had been installed).
 pub(super) type CellOutcome = Result<(CapacityCell, bool), (Option<CapacityCell>, String)>;
 
 /// Why a cell's search ended.
@@ -55,11 +56,14 @@ impl Search<'_> {
             amount(self.plan.start_rate)
         ));
         let tag = format!("capacity_{}", self.name(c).replace(['+', '.', '-'], "_"));
-        let target = Target::start(self.env, &self.round(self.scenario, c, 0), &tag)
+        let first = self.round(self.scenario, c, 0);
+        let system = driver::for_cell(self.env, &first);
+        let installed = system
+            .install(self.env, &first, &tag)
             .await
             .map_err(|e| (None, e))?;
-        let (steps, end) = self.climb(c, &target, &label, progress).await;
-        if let Some(note) = target.release(self.env).await {
+        let (steps, end) = self.climb(c, installed.as_ref(), &label, progress).await;
+        if let Some(note) = installed.into_site().release(self.env).await {
             progress.say(&format!("{label}: {note}"));
         }
         let cell = self.cell_results(c, steps, &end);
@@ -70,11 +74,11 @@ impl Search<'_> {
         }
     }
 
-    /// Measures the rates the search asks for on `target` until it ends.
+    /// Measures the rates the search asks for on `system` until it ends.
     async fn climb(
         &self,
         c: Cell,
-        target: &Target,
+        system: &dyn Installed,
         label: &str,
         progress: &mut Progress,
     ) -> (Vec<Step>, LadderEnd) {
@@ -92,7 +96,7 @@ impl Search<'_> {
             let cr = self.round(&scenario, c, index);
             let step_label = format!("{label} step {index} @ {} msg/s", amount(rate));
             let measured =
-                step::measure(&cr, target, self.plan, &step_label, self.cancel, progress);
+                step::measure(&cr, system, self.plan, &step_label, self.cancel, progress);
             match measured.await {
                 Ok(Some(step)) => steps.push(self.judge(step, &step_label, progress)),
                 Ok(None) => return (steps, LadderEnd::Interrupted),
@@ -112,7 +116,7 @@ impl Search<'_> {
         }
     }
 
-    /// Step `step` (0 for the cell's target itself) of cell `c`, with its own seed.
+    /// Step `step` (0 for installing the cell's system) of cell `c`, with its own seed.
     fn round<'s>(&self, scenario: &'s Scenario, c: Cell, step: u32) -> CellRound<'s> {
         CellRound {
             scenario,

@@ -29,7 +29,7 @@ use ackbench_reports::capacity::{all_warnings, amount, cell_sentence, headline};
 use ackbench_reports::model::format_number;
 use ackbench_reports::results::RunMeta;
 
-use crate::lifecycle::target::Env;
+use crate::lifecycle::env::Env;
 use crate::progress::Progress;
 use crate::run::now_iso;
 use crate::scenario::{Cell, Scenario};

@@ -4,8 +4,9 @@
 
 use tokio::sync::watch;
 
+use crate::driver::system::Installed;
 use crate::lifecycle::phases::Workload;
-use crate::lifecycle::target::Target;
+use crate::lifecycle::settle::Whole;
 use crate::lifecycle::window::{self, Edge, Tick, Window};
 use crate::lifecycle::CellRound;
 use crate::progress::Progress;
@@ -18,14 +19,14 @@ use super::model::{Plan, Step};
 /// `Ok(None)` when interrupted.
 pub(super) async fn measure(
     cr: &CellRound<'_>,
-    target: &Target,
+    system: &dyn Installed,
     plan: &Plan,
     label: &str,
     cancel: &watch::Receiver<bool>,
     progress: &mut Progress,
 ) -> Result<Option<Step>, String> {
-    let mut workload = Workload::start(cr, target, progress).await?;
-    let ctx = workload.ctx.clone();
+    let mut workload = Workload::start(cr, system, &Whole, progress).await?;
+    let ctx = workload.ctx().clone();
     let window = if workload
         .warm_up(label, plan.warmup_secs, cancel, progress)
         .await
@@ -44,7 +45,7 @@ pub(super) async fn measure(
         };
         let no_faults = |_| async {};
         let (window, ()) =
-            window::sample(target, &ctx, plan.step_secs, cancel, on_tick, no_faults).await;
+            window::sample(system, &ctx, plan.step_secs, cancel, on_tick, no_faults).await;
         Some(window)
     };
     // Stopping ends latency recording, so the histograms read below cover the window alone.

@@ -10,8 +10,8 @@ use tokio::sync::watch;
 use ackbench_reports::recovery::recovery_secs;
 use ackbench_reports::results::{FaultEvent, SecondSample};
 
-use super::target::Target;
-use crate::options::TargetOptions;
+use super::env::TargetSettings;
+use crate::driver::system::Site;
 use crate::scenario::{Fault, FaultKind};
 use crate::target::broker::BrokerProcess;
 use crate::target::postgres::Postgres;
@@ -19,7 +19,7 @@ use crate::workload::CellContext;
 
 /// Refuses faults the run's target cannot take: broker faults need a broker this run starts,
 /// a PostgreSQL restart needs the throwaway cluster.
-pub fn refuse_unavailable(faults: &[Fault], target: &TargetOptions) -> Result<(), String> {
+pub fn refuse_unavailable(faults: &[Fault], target: &TargetSettings) -> Result<(), String> {
     for f in faults {
         if f.kind.needs_broker_process() && target.broker_url.is_some() {
             return Err(format!(
@@ -42,7 +42,7 @@ pub fn refuse_unavailable(faults: &[Fault], target: &TargetOptions) -> Result<()
 /// What the faults act on in one cell round.
 pub struct Injector<'a> {
     pub faults: &'a [Fault],
-    pub target: &'a Target,
+    pub target: &'a Site,
     pub postgres: Option<&'a Postgres>,
     pub ctx: &'a CellContext,
 }
@@ -81,7 +81,7 @@ impl Injector<'_> {
     /// Why this cell cannot take the fault (a peer cell has no broker process).
     fn skip_reason(&self, kind: FaultKind) -> Option<&'static str> {
         if kind.needs_broker_process() && self.target.process().is_none() {
-            return Some(if self.target.peer.is_some() {
+            return Some(if self.target.brokers.is_empty() {
                 "a peer cell has no broker process"
             } else {
                 "no broker process to fault"

@@ -1,17 +1,17 @@
-//! One cell's life, shared by `run` and `capacity`: the target it runs against (`target`: a
-//! fresh database and a broker with the cell's toggles, released afterwards), the phases of its
-//! workload (`phases`: queue set-up, prefill, workers, warm-up, drain, audit) and the measured
-//! window (`window`: edge snapshots and a per-second sampler, with the fault injector of
-//! `faults` beside it).
+//! One cell's life, shared by `run` and `capacity`: the run's environment the cell's system is
+//! installed on (`env`; the systems themselves are `crate::driver`'s), the phases of its
+//! workload (`phases`: started by the installed system, warm-up, drain, audit, settled as
+//! `settle` says for the whole run or one shard) and the measured window (`window`: edge
+//! snapshots and a per-second sampler, with the fault injector of `faults` beside it).
 //!
-//! `run` drives a cell round through every phase; `capacity` reuses one target for a ladder of
-//! steps, each a workload with a warm-up and a window but no drain or audit.
+//! `run` drives a cell round through every phase; `capacity` reuses one installed system for a
+//! ladder of steps, each a workload with a warm-up and a window but no drain or audit.
 
+pub mod env;
 pub mod faults;
 pub mod phases;
-pub mod target;
+pub mod settle;
 pub mod window;
-mod workers;
 
 use crate::scenario::{Cell, Scenario, Topology};
 use crate::shard::Shard;

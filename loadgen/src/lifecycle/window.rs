@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 
-use super::target::Target;
-use crate::measure::broker_metrics::{self, Exposition};
+use crate::driver::system::Installed;
+use crate::measure::broker_metrics::Exposition;
 use crate::measure::pg_counters::{live_sample, LiveCounters, PgSnapshot};
 use crate::target::broker::process_cpu_seconds;
 use crate::workload::{CellContext, CounterValues, Phase};
@@ -18,7 +18,7 @@ use crate::workload::{CellContext, CounterValues, Phase};
 pub struct Edge {
     pub at: Instant,
     pub pg: Option<PgSnapshot>,
-    /// Each broker's `/metrics`, in the target's order (empty in a peer cell).
+    /// Each broker's `/metrics`, in the site's order (empty in a peer cell).
     pub brokers: Vec<Exposition>,
     pub counters: CounterValues,
     /// The ledger's outstanding (message, group) obligations.
@@ -32,16 +32,13 @@ pub struct Edge {
 
 impl Edge {
     /// Snapshots PostgreSQL, every broker's `/metrics`, the client counters and CPU time.
-    pub async fn take(target: &Target, ctx: &CellContext) -> Edge {
-        let pg = match &target.database {
+    pub async fn take(system: &dyn Installed, ctx: &CellContext) -> Edge {
+        let site = system.site();
+        let pg = match &site.database {
             Some((name, client)) => PgSnapshot::take(client, name).await.ok(),
             None => None,
         };
-        let mut brokers = Vec::with_capacity(target.brokers.len());
-        for client in &target.brokers {
-            let text = client.metrics_text().await;
-            brokers.push(text.map(|t| broker_metrics::parse(&t)).unwrap_or_default());
-        }
+        let brokers = system.figures().await;
         Edge {
             at: Instant::now(),
             pg,
@@ -50,7 +47,7 @@ impl Edge {
             backlog: ctx.ledger.backlog(),
             pushed: ctx.ledger.pushed_count(),
             loadgen_cpu: process_cpu_seconds(std::process::id()).unwrap_or(f64::NAN),
-            broker_cpus: target
+            broker_cpus: site
                 .processes
                 .iter()
                 .map(|p| p.cpu_seconds().unwrap_or(f64::NAN))
@@ -77,10 +74,10 @@ pub struct Tick {
 
 impl Tick {
     /// Reads the live counters now.
-    async fn take(target: &Target, ctx: &CellContext) -> Tick {
+    async fn take(system: &dyn Installed, ctx: &CellContext) -> Tick {
         Tick {
             at: Instant::now(),
-            live: live_counters(target).await,
+            live: live_counters(system).await,
             counters: ctx.counters.values(),
         }
     }
@@ -118,18 +115,18 @@ impl Window {
 /// runs alongside (the fault injector), and takes the end edge once both are done (the ticks
 /// end early when `cancel` flips).
 pub async fn sample<T, F: Future<Output = T>>(
-    target: &Target,
+    system: &dyn Installed,
     ctx: &CellContext,
     duration_secs: f64,
     cancel: &watch::Receiver<bool>,
     on_tick: impl FnMut(&Edge, &Tick, &Tick),
     beside: impl FnOnce(Instant) -> F,
 ) -> (Window, T) {
-    let start = Edge::take(target, ctx).await;
+    let start = Edge::take(system, ctx).await;
     ctx.set_phase(Phase::Measure);
-    let ticks = tick_every_second(target, ctx, &start, duration_secs, cancel, on_tick);
+    let ticks = tick_every_second(system, ctx, &start, duration_secs, cancel, on_tick);
     let (interrupted, alongside) = tokio::join!(ticks, beside(start.at));
-    let end = Edge::take(target, ctx).await;
+    let end = Edge::take(system, ctx).await;
     let window = Window {
         start,
         end,
@@ -140,7 +137,7 @@ pub async fn sample<T, F: Future<Output = T>>(
 
 /// Calls `on_tick` once a second of the window; true when `cancel` cut it short.
 async fn tick_every_second(
-    target: &Target,
+    system: &dyn Installed,
     ctx: &CellContext,
     start: &Edge,
     duration_secs: f64,
@@ -149,7 +146,7 @@ async fn tick_every_second(
 ) -> bool {
     let mut last = Tick {
         at: start.at,
-        live: live_counters(target).await,
+        live: live_counters(system).await,
         counters: start.counters,
     };
     let mut interrupted = false;
@@ -161,7 +158,7 @@ async fn tick_every_second(
             interrupted = true;
             break;
         }
-        let now = Tick::take(target, ctx).await;
+        let now = Tick::take(system, ctx).await;
         on_tick(start, &last, &now);
         last = now;
         second += 1;
@@ -170,8 +167,8 @@ async fn tick_every_second(
 }
 
 /// The lag-free live counters; unknown without a database.
-async fn live_counters(target: &Target) -> LiveCounters {
-    match &target.database {
+async fn live_counters(system: &dyn Installed) -> LiveCounters {
+    match &system.site().database {
         Some((name, client)) => live_sample(client, name)
             .await
             .unwrap_or(LiveCounters::UNKNOWN),

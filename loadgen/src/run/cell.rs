@@ -1,4 +1,4 @@
-//! One cell in one round of `ackbench run`: drives the cell's lifecycle (a fresh target, the
+//! One cell in one round of `ackbench run`: drives the cell's lifecycle (its system installed, the
 //! workload's warm-up, the measured window, the drain and the audit) and turns what the window
 //! saw into the round's results (figures, per-second series, histograms; with several brokers,
 //! the totals over them and each broker's own figures). A shard's round also leaves its ledger
@@ -9,28 +9,32 @@ use tokio::sync::watch;
 use ackbench_reports::results::{Audit, BrokerFigures, FaultEvent, RoundResults, SecondSample};
 use ackbench_reports::stats::encode_histogram;
 
+use crate::driver::{self, system::Installed, system::Site};
+use crate::lifecycle::env::Env;
 use crate::lifecycle::faults::{with_recovery, Injector};
 use crate::lifecycle::phases::Workload;
-use crate::lifecycle::target::{Env, Target};
+use crate::lifecycle::settle::Settlement;
 use crate::lifecycle::window::{self, Edge, Tick, Window};
 use crate::lifecycle::CellRound;
 use crate::measure::broker_metrics::{self, Scrape};
 use crate::measure::figures::{derive, per_broker, BrokerWindow, WindowDeltas};
 use crate::measure::pg_counters::PgSnapshot;
 use crate::progress::Progress;
-use crate::shard::ledger_file;
 use crate::workload::{CellContext, CounterValues};
 
-/// Runs one cell round. `Err` only for set-up failures; an interrupted cell returns what it has.
+/// Runs one cell round on its system, settled as `settlement` says. `Err` only for set-up
+/// failures; an interrupted cell returns what it has.
 pub async fn run(
     env: &Env,
     cr: &CellRound<'_>,
+    settlement: &dyn Settlement,
     cancel: &watch::Receiver<bool>,
     progress: &mut Progress,
 ) -> Result<RoundResults, String> {
-    let target = Target::start(env, cr, &cr.tag()).await?;
-    let result = measure(env, cr, &target, cancel, progress).await;
-    if let Some(note) = target.release(env).await {
+    let system = driver::for_cell(env, cr);
+    let installed = system.install(env, cr, &cr.tag()).await?;
+    let result = measure(env, cr, installed.as_ref(), settlement, cancel, progress).await;
+    if let Some(note) = installed.into_site().release(env).await {
         progress.say(&format!("{}: {note}", cr.label()));
     }
     result
@@ -40,13 +44,14 @@ pub async fn run(
 async fn measure(
     env: &Env,
     cr: &CellRound<'_>,
-    target: &Target,
+    system: &dyn Installed,
+    settlement: &dyn Settlement,
     cancel: &watch::Receiver<bool>,
     progress: &mut Progress,
 ) -> Result<RoundResults, String> {
     let run = &cr.scenario.run;
     let label = cr.label();
-    let mut workload = Workload::start(cr, target, progress).await?;
+    let mut workload = Workload::start(cr, system, settlement, progress).await?;
     let window = if workload
         .warm_up(&label, run.warmup_secs, cancel, progress)
         .await
@@ -55,11 +60,11 @@ async fn measure(
     } else {
         let injector = Injector {
             faults: &cr.scenario.faults,
-            target,
+            target: system.site(),
             postgres: env.postgres.as_ref(),
-            ctx: &workload.ctx,
+            ctx: workload.ctx(),
         };
-        Some(measured_window(cr, target, &injector, cancel, progress).await)
+        Some(measured_window(cr, system, &injector, cancel, progress).await)
     };
     let interrupted = window.as_ref().is_none_or(|(w, _)| w.interrupted);
     let drained = !interrupted
@@ -67,23 +72,16 @@ async fn measure(
             .drain(&label, run.drain_timeout_secs, cancel, progress)
             .await;
     workload.stop().await;
-    let audit = match cr.shard.is_sharded() {
-        false => workload.audit(target, drained).await,
-        true => {
-            let (audit, ledger) = workload.shard_audit(target, drained).await;
-            ledger_file::write(&ledger_file::path(&env.out_dir, &cr.tag()), &ledger)?;
-            audit
-        }
-    };
+    let audit = workload.audit(drained, &cr.tag()).await?;
     progress.finish();
-    if let Some(line) = errors_line(&label, &workload.ctx) {
+    if let Some(line) = errors_line(&label, workload.ctx()) {
         progress.say(&line);
     }
     let (measured, seen) = match window {
-        Some((w, seen)) => (Measured::of(&w, &broker_urls(target)), seen),
+        Some((w, seen)) => (Measured::of(&w, &broker_urls(system.site())), seen),
         None => (Measured::default(), Seen::default()),
     };
-    Ok(measured.results(cr, &workload.ctx, seen, audit, !interrupted))
+    Ok(measured.results(cr, workload.ctx(), seen, audit, !interrupted))
 }
 
 /// How many requests failed in the cell round and the last failure's words, if any failed:
@@ -94,13 +92,9 @@ fn errors_line(label: &str, ctx: &CellContext) -> Option<String> {
     Some(format!("{label} {errors:.0} errors; the last: {last}"))
 }
 
-/// The addresses of the cell's brokers, in the target's order.
-fn broker_urls(target: &Target) -> Vec<String> {
-    target
-        .brokers
-        .iter()
-        .map(|b| b.base().to_string())
-        .collect()
+/// The addresses of the cell's brokers, in the site's order.
+fn broker_urls(site: &Site) -> Vec<String> {
+    site.brokers.iter().map(|b| b.base().to_string()).collect()
 }
 
 /// What the window saw besides its edges: the per-second series and the faults injected.
@@ -114,7 +108,7 @@ struct Seen {
 /// firing the scenario's faults beside it.
 async fn measured_window(
     cr: &CellRound<'_>,
-    target: &Target,
+    system: &dyn Installed,
     injector: &Injector<'_>,
     cancel: &watch::Receiver<bool>,
     progress: &mut Progress,
@@ -138,7 +132,7 @@ async fn measured_window(
         series.push(sample);
     };
     let faults = |start| injector.run(start, cancel);
-    let (window, events) = window::sample(target, ctx, duration, cancel, on_tick, faults).await;
+    let (window, events) = window::sample(system, ctx, duration, cancel, on_tick, faults).await;
     for e in &events {
         progress.say(&format!(
             "{label} fault {} at {:.1}s, ended {:.1}s{}",

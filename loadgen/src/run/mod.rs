@@ -14,7 +14,8 @@ use ackbench_reports::results::{
 };
 use ackbench_reports::stats::{decode_histogram, encode_histogram};
 
-use crate::lifecycle::target::Env;
+use crate::lifecycle::env::Env;
+use crate::lifecycle::settle::Settlement;
 use crate::lifecycle::CellRound;
 use crate::progress::Progress;
 use crate::scenario::{Cell, Scenario, Topology};
@@ -92,12 +93,13 @@ pub fn aa_twin(cell: &str) -> String {
     format!("{cell} (A/A)")
 }
 
-/// Runs every round of every cell. Stops early (returning what was measured, marked
-/// incomplete) when `cancel` flips.
+/// Runs every round of every cell, settled as `settlement` says (the whole run, or one shard).
+/// Stops early (returning what was measured, marked incomplete) when `cancel` flips.
 pub async fn run(
     scenario: &Scenario,
     cells: &[PlannedCell],
     env: &Env,
+    settlement: &dyn Settlement,
     seed: u64,
     cancel: watch::Receiver<bool>,
 ) -> Result<Results, String> {
@@ -122,9 +124,9 @@ pub async fn run(
                 rounds,
                 seed: seed.wrapping_add(round as u64 * 7919),
                 run_tag: env.run_tag.clone(),
-                shard: env.shard,
+                shard: settlement.shard(),
             };
-            let r = cell::run(env, &cr, &cancel, &mut progress).await?;
+            let r = cell::run(env, &cr, settlement, &cancel, &mut progress).await?;
             progress.say(&one_line(&cr, &r));
             if let Some(warning) = ran_dry_warning(&cr, &r) {
                 progress.say(&warning);

@@ -92,7 +92,7 @@ impl fmt::Display for ScenarioError {
                 section,
                 expected,
             } => {
-                let leaf = super::locate::leaf(key);
+                let leaf = super::key_path::leaf(key);
                 let place = if section == "top level" {
                     "at top level".to_string()
                 } else {

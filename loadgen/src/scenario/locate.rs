@@ -6,6 +6,7 @@ use std::ops::Range;
 use toml_edit::{ImDocument, InlineTable, Item, Table, Value};
 
 use super::error::ScenarioError;
+use super::key_path::split_parent;
 
 /// One key (or array element) of the document and its spans.
 struct Entry {
@@ -225,18 +226,6 @@ fn line_at(text: &str, offset: usize) -> usize {
         .filter(|&&b| b == b'\n')
         .count()
         + 1
-}
-
-/// Splits `a.b[2].c` into (`a.b[2]`, `c`) and `a.b[2]` into (`a.b`, `[2]`).
-pub(crate) fn split_parent(path: &str) -> Option<(&str, &str)> {
-    let cut = path.rfind(['.', '['])?;
-    let leaf = path[cut..].trim_start_matches('.');
-    Some((&path[..cut], leaf))
-}
-
-/// The last segment of a dotted name (`consumers.batchsize` -> `batchsize`).
-pub(crate) fn leaf(path: &str) -> &str {
-    split_parent(path).map_or(path, |(_, leaf)| leaf)
 }
 
 /// How a section is written in the file: `top level`, `[consumers]`, `[[gates]]`.

@@ -8,12 +8,13 @@
 //!
 //! Files: `schema` (sections and defaults), `figure` (gate figure names), `gate` (gates),
 //! `fault` (fault steps),
-//! `validate` (ranges and cross-key rules), `locate` (lines and key names), `error`.
+//! `validate` (ranges and cross-key rules), `locate` (lines and key names), `key_path` (dotted key names), `error`.
 
 mod error;
 mod fault;
 mod figure;
 mod gate;
+mod key_path;
 mod locate;
 mod schema;
 mod validate;
@@ -135,7 +136,8 @@ impl Scenario {
             let cell: Cell = name.parse().map_err(flag("--peers"))?;
             let Some(peer) = cell.peer() else {
                 return Err(flag("--peers")(format!(
-                    "`{name}` is not a peer (pgmq, pgq)"
+                    "`{name}` is not a peer ({})",
+                    crate::driver::peer::listed()
                 )));
             };
             if let Some(reason) = peer.refusal(&asks) {

@@ -8,30 +8,23 @@ use std::fmt;
 use std::str::FromStr;
 
 use super::figure::{Direction, Figure};
-use crate::peer::PeerKind;
+use crate::driver::peer::{Peer, PeerId};
 
 /// One setting of the accelerators (each cell runs against a broker started with its toggles),
-/// or a peer queue driven over SQL on the same PostgreSQL (`pgmq`, `pgq`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+/// or a peer queue driven over SQL on the same PostgreSQL (`pgmq`, `pgq`: every peer of the
+/// registry `driver::peer::PEERS` is a cell of its name).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Cell {
     /// Ack registry and ack fusion both on.
-    #[serde(rename = "registry+fusion")]
     RegistryFusion,
     /// Ack registry on, fusion off.
-    #[serde(rename = "registry")]
     Registry,
     /// Ack fusion on, registry off.
-    #[serde(rename = "fusion")]
     Fusion,
     /// Both off: the plain hash path, one commit per ack.
-    #[serde(rename = "none")]
     None,
-    /// PGMQ, a row per message (peer).
-    #[serde(rename = "pgmq")]
-    Pgmq,
-    /// PgQ, batches of events between ticks (peer).
-    #[serde(rename = "pgq")]
-    Pgq,
+    /// A peer, by its place in the registry.
+    Peer(PeerId),
 }
 
 impl Cell {
@@ -43,8 +36,10 @@ impl Cell {
         Cell::None,
     ];
 
-    /// The peer cells.
-    pub const PEERS: [Cell; 2] = [Cell::Pgmq, Cell::Pgq];
+    /// The peer cells, in the registry's order.
+    pub fn peers() -> impl Iterator<Item = Cell> {
+        PeerId::all().map(Cell::Peer)
+    }
 
     /// The cell's name in scenario files, flags and results.
     pub fn name(self) -> &'static str {
@@ -53,16 +48,14 @@ impl Cell {
             Cell::Registry => "registry",
             Cell::Fusion => "fusion",
             Cell::None => "none",
-            Cell::Pgmq => "pgmq",
-            Cell::Pgq => "pgq",
+            Cell::Peer(id) => id.peer().name(),
         }
     }
 
     /// The peer this cell runs, if it is a peer cell.
-    pub fn peer(self) -> Option<PeerKind> {
+    pub fn peer(self) -> Option<&'static dyn Peer> {
         match self {
-            Cell::Pgmq => Some(PeerKind::Pgmq),
-            Cell::Pgq => Some(PeerKind::Pgq),
+            Cell::Peer(id) => Some(id.peer()),
             _ => None,
         }
     }
@@ -86,13 +79,21 @@ impl Cell {
         ]
     }
 
+    /// Every cell, broker cells first.
+    fn every() -> impl Iterator<Item = Cell> {
+        Cell::ALL.into_iter().chain(Cell::peers())
+    }
+
+    /// Every cell's name, in order (what serde lists when a name is unknown).
+    fn names() -> &'static [&'static str] {
+        static NAMES: std::sync::LazyLock<Vec<&'static str>> =
+            std::sync::LazyLock::new(|| Cell::every().map(Cell::name).collect());
+        &NAMES
+    }
+
     /// The accepted names, for error messages.
     pub fn accepted_names() -> String {
-        let names: Vec<String> = Cell::ALL
-            .iter()
-            .chain(&Cell::PEERS)
-            .map(|c| format!("`{}`", c.name()))
-            .collect();
+        let names: Vec<String> = Cell::names().iter().map(|n| format!("`{n}`")).collect();
         names.join(", ")
     }
 }
@@ -101,22 +102,74 @@ impl FromStr for Cell {
     type Err = String;
 
     fn from_str(text: &str) -> Result<Self, Self::Err> {
-        Cell::ALL
-            .into_iter()
-            .chain(Cell::PEERS)
-            .find(|c| c.name() == text)
-            .ok_or_else(|| {
-                format!(
-                    "unknown cell `{text}` (expected one of: {})",
-                    Cell::accepted_names()
-                )
-            })
+        Cell::every().find(|c| c.name() == text).ok_or_else(|| {
+            format!(
+                "unknown cell `{text}` (expected one of: {})",
+                Cell::accepted_names()
+            )
+        })
     }
 }
 
 impl fmt::Display for Cell {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
+    }
+}
+
+impl Serialize for Cell {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
+}
+
+/// A cell is written by its name, read as serde reads a unit variant of an enum whose variants
+/// are every cell's name (an unknown name is refused listing them all).
+impl<'de> Deserialize<'de> for Cell {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Cell, D::Error> {
+        d.deserialize_enum("Cell", Cell::names(), CellVisitor)
+    }
+}
+
+struct CellVisitor;
+
+impl<'de> Visitor<'de> for CellVisitor {
+    type Value = Cell;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("enum Cell")
+    }
+
+    fn visit_enum<A: de::EnumAccess<'de>>(self, data: A) -> Result<Cell, A::Error> {
+        let (CellName(cell), variant) = data.variant()?;
+        de::VariantAccess::unit_variant(variant)?;
+        Ok(cell)
+    }
+}
+
+/// A cell's name as an enum's variant identifier.
+struct CellName(Cell);
+
+impl<'de> Deserialize<'de> for CellName {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<CellName, D::Error> {
+        d.deserialize_identifier(CellNameVisitor)
+    }
+}
+
+struct CellNameVisitor;
+
+impl Visitor<'_> for CellNameVisitor {
+    type Value = CellName;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("variant identifier")
+    }
+
+    fn visit_str<E: de::Error>(self, text: &str) -> Result<CellName, E> {
+        Cell::every()
+            .find(|c| c.name() == text)
+            .map(CellName)
+            .ok_or_else(|| E::unknown_variant(text, Cell::names()))
     }
 }
 

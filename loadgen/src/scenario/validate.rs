@@ -439,7 +439,10 @@ fn fold_peers(r: &mut Run, loc: &Locator) -> Check {
     for (i, peer) in r.peers.iter().enumerate() {
         if peer.peer().is_none() {
             let key = format!("run.peers[{i}]");
-            let message = format!("{key}: `{peer}` is a broker cell, not a peer (pgmq, pgq)");
+            let message = format!(
+                "{key}: `{peer}` is a broker cell, not a peer ({})",
+                crate::driver::peer::listed()
+            );
             return Err(loc.invalid(&key, message));
         }
     }
@@ -461,8 +464,8 @@ fn check_peers_can_run(file: &ScenarioFile, loc: &Locator) -> Check {
 }
 
 /// What the consumers ask of a queue, in the terms a peer is judged by.
-pub(crate) fn asks_of(c: &Consumers) -> crate::peer::Asks {
-    crate::peer::Asks {
+pub(crate) fn asks_of(c: &Consumers) -> crate::driver::peer::Asks {
+    crate::driver::peer::Asks {
         consumer_groups: c.group_names().len(),
         lease_stalls: c.stall > 0.0,
         dead_letters: c.outcomes.dlq > 0.0,

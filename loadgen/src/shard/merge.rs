@@ -47,7 +47,7 @@ pub fn merge_dirs(dirs: &[PathBuf]) -> Result<Results, String> {
 }
 
 fn read_shard(dir: &Path) -> Result<ShardRun, String> {
-    let results = crate::cli::read_results(&dir.join("results.json"))?;
+    let results = ackbench_reports::results::read(&dir.join("results.json"))?;
     let index = results
         .meta
         .shards

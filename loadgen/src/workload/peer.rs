@@ -1,5 +1,5 @@
 //! The workload of a peer cell: producers, consumers (and PgQ's ticker) driving a peer queue
-//! through `peer::Driver` over their own PostgreSQL connections, booking the same counters,
+//! through its `PeerQueue` over their own PostgreSQL connections, booking the same counters,
 //! latencies and ledger as the broker's workers, so a peer cell's figures and audit mean what a
 //! broker cell's do.
 //!
@@ -17,7 +17,7 @@ use tokio_postgres::{Client, NoTls};
 use ackbench_wire::{txn_hash, TxnHash};
 
 use super::{now_us, CellContext, Counters, Phase, Schedule};
-use crate::peer::{Answer, Consumed, Driver, PeerKind, Produced};
+use crate::driver::peer::{Answer, Consumed, PeerQueue, Produced};
 
 /// How often the load generator ticks a PgQ queue (as `pgqd` would), and every how many ticks
 /// it runs the retry maintenance.
@@ -29,7 +29,7 @@ const DRAIN_BATCH: u32 = 1000;
 /// What a peer cell runs.
 #[derive(Clone)]
 pub struct PeerPlan {
-    pub driver: Arc<Driver>,
+    pub queue: Arc<PeerQueue>,
     /// The database the peer is installed in.
     pub url: String,
     pub producers: u32,
@@ -37,7 +37,7 @@ pub struct PeerPlan {
     pub payload_bytes: u32,
     /// Messages per second per producer (open loop); `None` = closed loop.
     pub rate: Option<f64>,
-    /// Consumers per group (PGMQ); PgQ runs one per group.
+    /// Consumers per group the scenario asks for (a peer may run fewer: PgQ one).
     pub consumers: u32,
     /// PgQ consumer names, by ledger group index (PGMQ: one entry, unused).
     pub groups: Vec<String>,
@@ -54,10 +54,7 @@ pub struct PeerPlan {
 impl PeerPlan {
     /// Consumer workers per group, as the peer can run them.
     pub fn consumers_per_group(&self) -> u32 {
-        match self.driver.kind {
-            PeerKind::Pgmq => self.consumers.max(1),
-            PeerKind::Pgq => 1,
-        }
+        self.queue.peer.readers_per_group(self.consumers)
     }
 }
 
@@ -87,7 +84,7 @@ pub async fn prefill(
     while seq * (batch as u64) < messages {
         let left = messages - seq * batch as u64;
         writer.write(seq, None, left.min(batch as u64) as u32);
-        plan.driver.produce(&client, &writer.produced()).await?;
+        plan.queue.produce(&client, &writer.produced()).await?;
         ctx.ledger.pushed(&writer.hashes);
         Counters::bump(&ctx.counters.pushed_messages, writer.hashes.len() as u64);
         seq += 1;
@@ -95,7 +92,8 @@ pub async fn prefill(
     Ok(())
 }
 
-/// Starts the producers, the consumers and (PgQ) the ticker on the workload runtime.
+/// Starts the producers, the consumers and (a peer that needs one: PgQ) the ticker on the
+/// workload runtime.
 pub fn spawn(plan: &PeerPlan, ctx: &Arc<CellContext>) -> Vec<JoinHandle<()>> {
     let load = super::runtime();
     let mut tasks = Vec::new();
@@ -107,7 +105,7 @@ pub fn spawn(plan: &PeerPlan, ctx: &Arc<CellContext>) -> Vec<JoinHandle<()>> {
             tasks.push(load.spawn(consume(plan.clone(), group, id, ctx.clone())));
         }
     }
-    if plan.driver.kind == PeerKind::Pgq {
+    if plan.queue.peer.needs_ticker() {
         tasks.push(load.spawn(tick(plan.clone(), ctx.clone())));
     }
     tasks
@@ -180,7 +178,7 @@ async fn produce(plan: PeerPlan, id: u32, ctx: Arc<CellContext>) {
             let lag = Instant::now().saturating_duration_since(intended);
             ctx.latency.record("schedule_lag", lag);
         }
-        let sent = plan.driver.produce(&client, &writer.produced()).await;
+        let sent = plan.queue.produce(&client, &writer.produced()).await;
         Counters::bump(&ctx.counters.push_requests, 1);
         match sent {
             Ok(()) => {
@@ -202,8 +200,8 @@ async fn consume(plan: PeerPlan, group: usize, id: u32, ctx: Arc<CellContext>) {
         Ok(c) => c,
         Err(e) => return ctx.error(e),
     };
-    let mut driver = (*plan.driver).clone();
-    driver.consumer = plan.groups[group].clone();
+    let mut queue = (*plan.queue).clone();
+    queue.consumer = plan.groups[group].clone();
     let mut rng = fastrand::Rng::with_seed(plan.seed.wrapping_add(1000 + id as u64));
     while ctx.phase() != Phase::Stop {
         ctx.hold_while_consumers_paused().await;
@@ -214,19 +212,19 @@ async fn consume(plan: PeerPlan, group: usize, id: u32, ctx: Arc<CellContext>) {
             plan.pop_batch
         };
         let started = Instant::now();
-        let consumed = driver.consume(&client, batch).await;
+        let consumed = queue.consume(&client, batch).await;
         Counters::bump(&ctx.counters.pop_requests, 1);
         match consumed {
             Ok(c) if c.deliveries.is_empty() => {
-                if c.pgq_batch.is_some() {
-                    // An empty PgQ batch still has to be finished to move past its tick.
-                    let _ = driver.answer(&client, &c, &[]).await;
+                if c.open_batch.is_some() {
+                    // An empty open batch (PgQ's) still has to be finished to move past it.
+                    let _ = queue.answer(&client, &c, &[]).await;
                 }
                 tokio::time::sleep(Duration::from_millis(plan.empty_backoff_ms.max(1))).await;
             }
             Ok(c) => {
                 ctx.latency.record("pop", started.elapsed());
-                answer(&plan, &driver, &client, group, &ctx, &c, draining, &mut rng).await;
+                answer(&plan, &queue, &client, group, &ctx, &c, draining, &mut rng).await;
             }
             Err(e) => {
                 ctx.error(format!("consume: {e}"));
@@ -239,7 +237,7 @@ async fn consume(plan: PeerPlan, group: usize, id: u32, ctx: Arc<CellContext>) {
 #[allow(clippy::too_many_arguments)]
 async fn answer(
     plan: &PeerPlan,
-    driver: &Driver,
+    queue: &PeerQueue,
     client: &Client,
     group: usize,
     ctx: &CellContext,
@@ -267,7 +265,7 @@ async fn answer(
         })
         .collect();
     let started = Instant::now();
-    let done = driver.answer(client, consumed, &answers).await;
+    let done = queue.answer(client, consumed, &answers).await;
     Counters::bump(&ctx.counters.ack_requests, 1);
     let done = match done {
         Ok(d) => d,
@@ -324,7 +322,7 @@ fn sent_at(payload: &str) -> Option<u64> {
     serde_json::from_str::<Stamp>(payload).ok()?.ts
 }
 
-/// PgQ's ticker, until the workload stops.
+/// The peer's ticker (PgQ's), until the workload stops.
 async fn tick(plan: PeerPlan, ctx: Arc<CellContext>) {
     let client = match connect(&plan.url).await {
         Ok(c) => c,
@@ -333,7 +331,7 @@ async fn tick(plan: PeerPlan, ctx: Arc<CellContext>) {
     let mut ticks = 0u32;
     while ctx.phase() != Phase::Stop {
         let maintain = ticks.is_multiple_of(MAINTAIN_EVERY);
-        if let Err(e) = plan.driver.tick(&client, maintain).await {
+        if let Err(e) = plan.queue.tick(&client, maintain).await {
             ctx.error(format!("tick: {e}"));
         }
         ticks = ticks.wrapping_add(1);

@@ -134,7 +134,7 @@ fn peer_scenarios_run_every_broker_cell_and_both_peers() {
     for name in ["vs-peers", "vs-peers-pop1"] {
         let s = shipped(name);
         let mut expected = Cell::ALL.to_vec();
-        expected.extend(Cell::PEERS);
+        expected.extend(Cell::peers());
         assert_eq!(s.run.cells, expected, "{name}");
     }
     assert_eq!(shipped("vs-peers").consumers.pop_batch, 100);
@@ -658,11 +658,21 @@ fn read_errors_name_the_path() {
         .starts_with("/nonexistent/x.toml: cannot read"));
 }
 
+/// The cell of the peer named `name`.
+fn peer_cell(name: &str) -> Cell {
+    let cell: Cell = name.parse().expect("a peer's name is a cell");
+    assert!(cell.peer().is_some(), "{name} is a peer");
+    cell
+}
+
 #[test]
 fn peers_join_the_cells_and_are_refused_what_they_cannot_do() {
     let base = "[producers]\ncount = 1\n[run]\ncells = [\"none\"]\n";
     let s = Scenario::parse(&format!("{base}peers = [\"pgmq\", \"pgq\"]\n"), "p.toml").unwrap();
-    assert_eq!(s.run.cells, vec![Cell::None, Cell::Pgmq, Cell::Pgq]);
+    assert_eq!(
+        s.run.cells,
+        vec![Cell::None, peer_cell("pgmq"), peer_cell("pgq")]
+    );
     assert!(s.run.peers.is_empty(), "folded into the cells");
 
     let err = parse_err(&format!("{base}peers = [\"registry\"]\n"));
@@ -685,7 +695,7 @@ fn peers_join_the_cells_and_are_refused_what_they_cannot_do() {
     s.apply_overrides(&peers("pgq")).unwrap();
     assert_eq!(
         s.run.cells,
-        vec![Cell::None, Cell::Pgq],
+        vec![Cell::None, peer_cell("pgq")],
         "--peers replaces the peers"
     );
     s.apply_overrides(&peers("none")).unwrap();

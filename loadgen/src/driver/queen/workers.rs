@@ -1,5 +1,5 @@
-//! The workload's tasks: the prefill (a backlog pushed before anything is measured), the
-//! producers and consumers built from the scenario, and stopping them. A shard (`--shard`)
+//! The HTTP workload's tasks: the prefill (a backlog pushed before anything is measured), and
+//! the producers and consumers built from the scenario. A shard (`--shard`)
 //! prefills its slice of the partitions and runs its slice of the producers and of each
 //! group's consumers, each with the index, seed and transactionIds it has in the whole run.
 
@@ -11,12 +11,10 @@ use tokio::task::JoinHandle;
 
 use ackbench_wire::QUEUE_MODE_GROUP;
 
-use super::target::PeerTarget;
-use super::CellRound;
+use crate::lifecycle::CellRound;
 use crate::progress::Progress;
 use crate::scenario::{AckMode, Partitioning, PopRoute};
 use crate::workload::consumer::{self, ConsumerPlan};
-use crate::workload::peer::PeerPlan;
 use crate::workload::producer::{self, ProducerPlan, Pusher};
 use crate::workload::CellContext;
 
@@ -190,41 +188,6 @@ fn partition_share(names: &[String], k: u32, count: u32) -> Arc<[String]> {
         return Arc::from(vec![names[k % n].clone()]);
     }
     names.iter().skip(k).step_by(count).cloned().collect()
-}
-
-/// A peer cell's plan: the scenario's producers and consumers, as the peer runs them.
-pub fn peer_plan(cr: &CellRound<'_>, p: &PeerTarget) -> PeerPlan {
-    let (producers, consumers) = (&cr.scenario.producers, &cr.scenario.consumers);
-    PeerPlan {
-        driver: p.driver.clone(),
-        url: p.url.clone(),
-        producers: producers.count,
-        batch: producers.batch,
-        payload_bytes: producers.payload_bytes,
-        rate: producers
-            .open_rate()
-            .map(|r| r / producers.count.max(1) as f64),
-        consumers: consumers.count,
-        groups: p.groups.clone(),
-        pop_batch: consumers.pop_batch,
-        processing_ms: consumers.processing_ms,
-        empty_backoff_ms: consumers.empty_backoff_ms,
-        outcome_shares: consumers.outcomes.shares(),
-        tag: cr.tag(),
-        seed: cr.seed,
-    }
-}
-
-/// Stops the workers: they see `Phase::Stop` before their next request; a parked long-poll may
-/// take up to its timeout, so they get a bounded grace and the rest are aborted.
-pub async fn stop_workers(workers: Vec<JoinHandle<()>>) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
-    for w in workers {
-        let abort = w.abort_handle();
-        if tokio::time::timeout_at(deadline, w).await.is_err() {
-            abort.abort();
-        }
-    }
 }
 
 #[cfg(test)]

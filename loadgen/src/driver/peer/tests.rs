@@ -26,9 +26,9 @@ async fn fresh(name: &str) -> Db {
     }
 }
 
-fn driver(kind: PeerKind) -> Driver {
-    Driver {
-        kind,
+fn driver(peer: &'static dyn Peer) -> PeerQueue {
+    PeerQueue {
+        peer,
         queue: "work".into(),
         consumer: "c".into(),
         visibility_secs: 30,
@@ -36,7 +36,7 @@ fn driver(kind: PeerKind) -> Driver {
     }
 }
 
-async fn produce(d: &Driver, c: &Client, n: usize) -> Vec<String> {
+async fn produce(d: &PeerQueue, c: &Client, n: usize) -> Vec<String> {
     let ids: Vec<String> = (0..n).map(|i| format!("t-{i}")).collect();
     let payloads: Vec<String> = (0..n).map(|i| format!(r#"{{"i":{i}}}"#)).collect();
     let batch: Vec<Produced> = ids
@@ -54,13 +54,13 @@ async fn produce(d: &Driver, c: &Client, n: usize) -> Vec<String> {
 #[tokio::test]
 async fn pgmq_deletes_completed_redelivers_retries_and_archives_dead_letters() {
     let db = fresh("peer_pgmq").await;
-    let d = driver(PeerKind::Pgmq);
+    let d = driver(&pgmq::Pgmq);
     let setup = Setup {
         queue: &d.queue,
-        consumer: &d.consumer,
+        consumers: std::slice::from_ref(&d.consumer),
         batch: 4,
     };
-    PeerKind::Pgmq
+    pgmq::Pgmq
         .install(&db.url, &db.client, &setup)
         .await
         .expect("pgmq installs from the crate's embedded SQL");
@@ -112,16 +112,16 @@ async fn pgmq_deletes_completed_redelivers_retries_and_archives_dead_letters() {
 #[tokio::test]
 async fn pgq_hands_out_ticked_batches_and_retries_what_asks() {
     let db = fresh("peer_pgq").await;
-    if let Err(missing) = PeerKind::Pgq.check_parts(&db.client).await {
+    if let Err(missing) = pgq::Pgq.check_parts(&db.client).await {
         panic!("this machine lacks PgQ ({missing}); .ci/run installs it");
     }
-    let d = driver(PeerKind::Pgq);
+    let d = driver(&pgq::Pgq);
     let setup = Setup {
         queue: &d.queue,
-        consumer: &d.consumer,
+        consumers: std::slice::from_ref(&d.consumer),
         batch: 3,
     };
-    PeerKind::Pgq
+    pgq::Pgq
         .install(&db.url, &db.client, &setup)
         .await
         .expect("pgq installs");
@@ -158,7 +158,7 @@ async fn pgq_hands_out_ticked_batches_and_retries_what_asks() {
 }
 
 /// Ticks and consumes until a batch with events comes (finishing empty ones), for 10 s at most.
-async fn next_batch(d: &Driver, client: &Client) -> Consumed {
+async fn next_batch(d: &PeerQueue, client: &Client) -> Consumed {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     loop {
         d.tick(client, true).await.unwrap();
@@ -166,7 +166,7 @@ async fn next_batch(d: &Driver, client: &Client) -> Consumed {
         if !got.deliveries.is_empty() || std::time::Instant::now() > deadline {
             return got;
         }
-        if got.pgq_batch.is_some() {
+        if got.open_batch.is_some() {
             d.answer(client, &got, &[]).await.unwrap();
         }
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
@@ -179,7 +179,7 @@ fn each_peer_refuses_what_it_cannot_do() {
         consumer_groups: 2,
         ..Asks::default()
     };
-    assert!(PeerKind::Pgmq
+    assert!(pgmq::Pgmq
         .refusal(&groups)
         .unwrap()
         .contains("consumer groups"));
@@ -188,18 +188,30 @@ fn each_peer_refuses_what_it_cannot_do() {
         ..Asks::default()
     };
     assert!(
-        PeerKind::Pgmq.refusal(&stalls).is_none(),
+        pgmq::Pgmq.refusal(&stalls).is_none(),
         "a visibility timeout is a lease"
     );
-    assert!(PeerKind::Pgq.refusal(&stalls).unwrap().contains("leases"));
+    assert!(pgq::Pgq.refusal(&stalls).unwrap().contains("leases"));
     let dlq = Asks {
         dead_letters: true,
         ..Asks::default()
     };
-    assert!(PeerKind::Pgq.refusal(&dlq).unwrap().contains("dead-letter"));
-    assert!(PeerKind::Pgmq.refusal(&dlq).is_none());
-    assert_eq!(PeerKind::parse("pgq"), Ok(PeerKind::Pgq));
-    assert!(PeerKind::parse("kafka")
-        .unwrap_err()
-        .contains("pgmq and pgq"));
+    assert!(pgq::Pgq.refusal(&dlq).unwrap().contains("dead-letter"));
+    assert!(pgmq::Pgmq.refusal(&dlq).is_none());
+    assert_eq!(named("pgq").map(|p| p.name()), Ok("pgq"));
+    assert!(named("kafka").unwrap_err().contains("pgmq and pgq"));
+}
+
+#[test]
+fn every_peer_cell_has_its_registered_peer_and_every_peer_a_cell() {
+    use crate::scenario::Cell;
+    for cell in Cell::peers() {
+        let peer = cell.peer().expect("a peer cell names a registered peer");
+        assert_eq!(peer.name(), cell.name());
+    }
+    for peer in PEERS {
+        let cell: Cell = peer.name().parse().expect("a registered peer is a cell");
+        assert!(cell.peer().is_some_and(|p| p == peer));
+    }
+    assert!(Cell::ALL.iter().all(|c| c.peer().is_none()));
 }

@@ -10,7 +10,10 @@
 use tokio_postgres::types::Type;
 use tokio_postgres::Client;
 
-use super::{db, ids_where, Answer, Answered, Asks, Consumed, Delivery, Driver, Produced, Setup};
+use super::{
+    db, ids_where, Answer, Answered, Asks, Consumed, Delivery, Peer, PeerQueue, Produced, Setup,
+};
+use crate::driver::pending::Pending;
 
 /// PGMQ has one reader set per queue: consumer groups would need a queue per group.
 pub fn refusal(asks: &Asks) -> Option<String> {
@@ -83,14 +86,14 @@ pub async fn consume(
         .await
         .map_err(db("pgmq.read"))?;
     Ok(Consumed {
-        pgq_batch: None,
+        open_batch: None,
         deliveries: rows.iter().map(Delivery::from_row).collect(),
     })
 }
 
 pub async fn answer(
     client: &Client,
-    driver: &Driver,
+    driver: &PeerQueue,
     consumed: &Consumed,
     answers: &[Answer],
 ) -> Result<Answered, String> {
@@ -172,4 +175,75 @@ pub async fn archived(client: &Client, queue: &str) -> Result<Vec<String>, Strin
         .iter()
         .filter_map(|r| r.get::<_, Option<String>>(0))
         .collect())
+}
+
+/// PGMQ as a peer.
+pub struct Pgmq;
+
+impl Peer for Pgmq {
+    fn name(&self) -> &'static str {
+        "pgmq"
+    }
+
+    fn refusal(&self, asks: &Asks) -> Option<String> {
+        refusal(asks)
+    }
+
+    /// PGMQ's SQL is embedded in the `pgmq` crate this binary links.
+    fn check_parts<'a>(&'a self, _admin: &'a Client) -> Pending<'a, Result<(), String>> {
+        Box::pin(async { Ok(()) })
+    }
+
+    fn install<'a>(
+        &'a self,
+        url: &'a str,
+        client: &'a Client,
+        setup: &'a Setup<'a>,
+    ) -> Pending<'a, Result<(), String>> {
+        Box::pin(install(url, client, setup))
+    }
+
+    fn produce<'a>(
+        &'a self,
+        client: &'a Client,
+        queue: &'a PeerQueue,
+        batch: &'a [Produced<'a>],
+    ) -> Pending<'a, Result<(), String>> {
+        Box::pin(produce(client, &queue.queue, batch))
+    }
+
+    fn consume<'a>(
+        &'a self,
+        client: &'a Client,
+        queue: &'a PeerQueue,
+        batch: u32,
+    ) -> Pending<'a, Result<Consumed, String>> {
+        Box::pin(consume(client, &queue.queue, queue.visibility_secs, batch))
+    }
+
+    fn answer<'a>(
+        &'a self,
+        client: &'a Client,
+        queue: &'a PeerQueue,
+        consumed: &'a Consumed,
+        answers: &'a [Answer],
+    ) -> Pending<'a, Result<Answered, String>> {
+        Box::pin(answer(client, queue, consumed, answers))
+    }
+
+    fn dead_lettered<'a>(
+        &'a self,
+        client: &'a Client,
+        queue: &'a PeerQueue,
+    ) -> Pending<'a, Result<Vec<String>, String>> {
+        Box::pin(archived(client, &queue.queue))
+    }
+
+    fn backlog<'a>(
+        &'a self,
+        client: &'a Client,
+        queue: &'a PeerQueue,
+    ) -> Pending<'a, Result<i64, String>> {
+        Box::pin(backlog(client, &queue.queue))
+    }
 }

@@ -10,7 +10,10 @@
 use tokio_postgres::types::Type;
 use tokio_postgres::Client;
 
-use super::{db, ids_where, Answer, Answered, Asks, Consumed, Delivery, Produced, Setup};
+use super::{
+    db, ids_where, Answer, Answered, Asks, Consumed, Delivery, Peer, PeerQueue, Produced, Setup,
+};
+use crate::driver::pending::Pending;
 
 /// How long a tick may lag behind the first event waiting for it.
 const TICK_MAX_LAG: &str = "100 milliseconds";
@@ -58,7 +61,7 @@ pub async fn check_parts(admin: &Client) -> Result<(), String> {
     }
 }
 
-/// Creates the extension, the queue (ticking every `batch` events) and the consumer.
+/// Creates the extension, the queue (ticking every `batch` events) and its consumers.
 pub async fn install(client: &Client, setup: &Setup<'_>) -> Result<(), String> {
     client
         .batch_execute("CREATE EXTENSION IF NOT EXISTS pgq")
@@ -82,13 +85,9 @@ pub async fn install(client: &Client, setup: &Setup<'_>) -> Result<(), String> {
             .await
             .map_err(db("pgq.set_queue_config"))?;
     }
-    client
-        .execute(
-            "SELECT pgq.register_consumer($1, $2)",
-            &[&queue, &setup.consumer],
-        )
-        .await
-        .map_err(db("pgq.register_consumer"))?;
+    for consumer in setup.consumers {
+        register(client, queue, consumer).await?;
+    }
     Ok(())
 }
 
@@ -143,7 +142,7 @@ pub async fn consume(client: &Client, queue: &str, consumer: &str) -> Result<Con
         .await
         .map_err(db("pgq.get_batch_events"))?;
     Ok(Consumed {
-        pgq_batch: Some(batch),
+        open_batch: Some(batch),
         deliveries: rows.iter().map(Delivery::from_row).collect(),
     })
 }
@@ -154,7 +153,7 @@ pub async fn answer(
     consumed: &Consumed,
     answers: &[Answer],
 ) -> Result<Answered, String> {
-    let Some(batch) = consumed.pgq_batch else {
+    let Some(batch) = consumed.open_batch else {
         return Ok(Answered::default());
     };
     if answers.contains(&Answer::Dlq) {
@@ -213,4 +212,85 @@ pub async fn backlog(client: &Client, queue: &str, consumer: &str) -> Result<i64
         .await
         .map_err(db("pgq backlog"))?;
     Ok(row.get(0))
+}
+
+/// PgQ as a peer: the load generator is its ticker, and one reader per consumer name.
+pub struct Pgq;
+
+impl Peer for Pgq {
+    fn name(&self) -> &'static str {
+        "pgq"
+    }
+
+    fn refusal(&self, asks: &Asks) -> Option<String> {
+        refusal(asks)
+    }
+
+    fn check_parts<'a>(&'a self, admin: &'a Client) -> Pending<'a, Result<(), String>> {
+        Box::pin(check_parts(admin))
+    }
+
+    fn install<'a>(
+        &'a self,
+        _url: &'a str,
+        client: &'a Client,
+        setup: &'a Setup<'a>,
+    ) -> Pending<'a, Result<(), String>> {
+        Box::pin(install(client, setup))
+    }
+
+    fn produce<'a>(
+        &'a self,
+        client: &'a Client,
+        queue: &'a PeerQueue,
+        batch: &'a [Produced<'a>],
+    ) -> Pending<'a, Result<(), String>> {
+        Box::pin(produce(client, &queue.queue, batch))
+    }
+
+    /// The batch size was set at install as the events per tick.
+    fn consume<'a>(
+        &'a self,
+        client: &'a Client,
+        queue: &'a PeerQueue,
+        _batch: u32,
+    ) -> Pending<'a, Result<Consumed, String>> {
+        Box::pin(consume(client, &queue.queue, &queue.consumer))
+    }
+
+    fn answer<'a>(
+        &'a self,
+        client: &'a Client,
+        _queue: &'a PeerQueue,
+        consumed: &'a Consumed,
+        answers: &'a [Answer],
+    ) -> Pending<'a, Result<Answered, String>> {
+        Box::pin(answer(client, consumed, answers))
+    }
+
+    fn needs_ticker(&self) -> bool {
+        true
+    }
+
+    fn tick<'a>(
+        &'a self,
+        client: &'a Client,
+        queue: &'a PeerQueue,
+        maintain: bool,
+    ) -> Pending<'a, Result<(), String>> {
+        Box::pin(tick(client, &queue.queue, maintain))
+    }
+
+    fn backlog<'a>(
+        &'a self,
+        client: &'a Client,
+        queue: &'a PeerQueue,
+    ) -> Pending<'a, Result<i64, String>> {
+        Box::pin(backlog(client, &queue.queue, &queue.consumer))
+    }
+
+    /// PgQ hands a batch to one reader per consumer name.
+    fn readers_per_group(&self, _consumers: u32) -> u32 {
+        1
+    }
 }

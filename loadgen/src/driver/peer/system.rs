@@ -1,0 +1,217 @@
+//! A peer as a system under test: installed into a fresh database of the measured PostgreSQL
+//! with its queue created and one consumer per consumer group subscribed (no broker), its
+//! workload run by the SQL workers of `workload::peer` over their own connections, and its
+//! dead letters listed for the audit.
+
+use std::sync::Arc;
+
+use ackbench_wire::txn_hash;
+
+use super::{Peer, PeerQueue, Setup};
+use crate::driver::system::{Installed, Pending, Running, Site, System};
+use crate::lifecycle::env::Env;
+use crate::lifecycle::CellRound;
+use crate::progress::Progress;
+use crate::target::postgres::connect;
+use crate::workload::ledger::TxnSet;
+use crate::workload::peer::{self, PeerPlan};
+use crate::workload::CellContext;
+
+/// A peer, as a cell runs it.
+pub struct PeerSystem {
+    pub peer: &'static dyn Peer,
+}
+
+impl PeerSystem {
+    async fn install_peer(
+        &self,
+        env: &Env,
+        cr: &CellRound<'_>,
+        tag: &str,
+    ) -> Result<PeerCell, String> {
+        let pg = env.postgres.as_ref().ok_or_else(|| {
+            format!(
+                "the {} cell runs on the measured PostgreSQL: give --database-url",
+                self.peer.name()
+            )
+        })?;
+        let db_name = format!("ackbench_{tag}");
+        let url = pg.fresh_database(&db_name).await?;
+        let client = connect(&url).await?;
+        let queue = self.queue(cr);
+        let groups = consumer_names(cr);
+        let setup = Setup {
+            queue: &queue.queue,
+            consumers: &groups,
+            batch: cr.scenario.consumers.pop_batch,
+        };
+        self.peer.install(&url, &client, &setup).await?;
+        Ok(PeerCell {
+            site: Site {
+                database: Some((db_name, client)),
+                brokers: Vec::new(),
+                processes: Vec::new(),
+                owns_database: true,
+            },
+            queue: Arc::new(queue),
+            url,
+            groups,
+        })
+    }
+
+    /// The cell's queue: a name PGMQ accepts (letters, digits, `_`), the scenario's lease as
+    /// PGMQ's visibility timeout, and the queue's retry limit as a budget of deliveries (the
+    /// first plus `retry_limit` more; PGMQ counts every read, PgQ keeps none).
+    fn queue(&self, cr: &CellRound<'_>) -> PeerQueue {
+        PeerQueue {
+            peer: self.peer,
+            queue: format!("q_{}", cr.tag()),
+            consumer: consumer_names(cr)[0].clone(),
+            visibility_secs: cr.scenario.lease_seconds() as i32,
+            retry_budget: cr.scenario.queue.options.retry_limit as i32 + 1,
+        }
+    }
+}
+
+impl System for PeerSystem {
+    fn install<'a>(
+        &'a self,
+        env: &'a Env,
+        cr: &'a CellRound<'a>,
+        tag: &'a str,
+    ) -> Pending<'a, Result<Box<dyn Installed>, String>> {
+        Box::pin(async move {
+            let cell = self.install_peer(env, cr, tag).await?;
+            Ok(Box::new(cell) as Box<dyn Installed>)
+        })
+    }
+}
+
+/// One consumer name per consumer group of the scenario (`queue` for the queue mode).
+fn consumer_names(cr: &CellRound<'_>) -> Vec<String> {
+    cr.scenario
+        .consumers
+        .group_names()
+        .into_iter()
+        .map(|g| g.unwrap_or_else(|| "queue".into()))
+        .collect()
+}
+
+/// A peer installed for one cell: its queue, the database it lives in, and its consumer names
+/// by ledger group.
+pub struct PeerCell {
+    site: Site,
+    queue: Arc<PeerQueue>,
+    url: String,
+    groups: Vec<String>,
+}
+
+impl PeerCell {
+    /// The prefill through the peer, then its workers.
+    async fn start_workload(
+        &self,
+        cr: &CellRound<'_>,
+        progress: &mut Progress,
+    ) -> Result<Running, String> {
+        let groups = cr.scenario.consumers.group_names();
+        let ctx = Arc::new(CellContext::new(None, groups.len()));
+        let plan = self.plan(cr);
+        let backlog =
+            cr.scenario.prefill.messages_per_partition * cr.scenario.queue.partitions as u64;
+        if backlog > 0 {
+            progress.update(&format!("{} prefill {backlog} messages", cr.label()));
+            peer::prefill(&plan, &ctx, backlog, cr.scenario.prefill.batch).await?;
+        }
+        let workers = peer::spawn(&plan, &ctx);
+        Ok(Running {
+            queue: self.queue.queue.clone(),
+            groups,
+            ctx,
+            workers,
+        })
+    }
+
+    /// The scenario's producers and consumers, as the peer runs them.
+    fn plan(&self, cr: &CellRound<'_>) -> PeerPlan {
+        let (producers, consumers) = (&cr.scenario.producers, &cr.scenario.consumers);
+        PeerPlan {
+            queue: self.queue.clone(),
+            url: self.url.clone(),
+            producers: producers.count,
+            batch: producers.batch,
+            payload_bytes: producers.payload_bytes,
+            rate: producers
+                .open_rate()
+                .map(|r| r / producers.count.max(1) as f64),
+            consumers: consumers.count,
+            groups: self.groups.clone(),
+            pop_batch: consumers.pop_batch,
+            processing_ms: consumers.processing_ms,
+            empty_backoff_ms: consumers.empty_backoff_ms,
+            outcome_shares: consumers.outcomes.shares(),
+            tag: cr.tag(),
+            seed: cr.seed,
+        }
+    }
+
+    /// The peer's dead letters (a peer with dead letters has one group); a listing that fails
+    /// is logged and counts as none.
+    async fn dead_lettered(&self, running: &Running) -> Vec<TxnSet> {
+        let mut dlq: Vec<TxnSet> = vec![TxnSet::default(); running.groups.len()];
+        let listed = match peer::connect(&self.url).await {
+            Ok(client) => self.queue.dead_lettered(&client).await,
+            Err(e) => Err(e),
+        };
+        match listed {
+            Ok(txns) => {
+                for t in txns {
+                    dlq[0].insert(txn_hash(&t));
+                }
+            }
+            Err(e) => running
+                .ctx
+                .error(format!("audit: dead-letter listing failed: {e}")),
+        }
+        dlq
+    }
+
+    /// Whether the peer holds nothing more for its consumers.
+    async fn empty(&self) -> Result<bool, String> {
+        let client = peer::connect(&self.url).await?;
+        Ok(self.queue.backlog(&client).await? == 0)
+    }
+}
+
+impl Installed for PeerCell {
+    fn site(&self) -> &Site {
+        &self.site
+    }
+
+    fn into_site(self: Box<Self>) -> Site {
+        self.site
+    }
+
+    fn start<'a>(
+        &'a self,
+        cr: &'a CellRound<'a>,
+        progress: &'a mut Progress,
+    ) -> Pending<'a, Result<Running, String>> {
+        Box::pin(self.start_workload(cr, progress))
+    }
+
+    /// A peer has no counters of its own beyond PostgreSQL's.
+    fn figures(&self) -> Pending<'_, Vec<crate::measure::broker_metrics::Exposition>> {
+        Box::pin(async { Vec::new() })
+    }
+
+    fn dead_letters<'a>(
+        &'a self,
+        running: &'a Running,
+    ) -> Pending<'a, Result<Vec<TxnSet>, String>> {
+        Box::pin(async move { Ok(self.dead_lettered(running).await) })
+    }
+
+    fn queue_drained<'a>(&'a self, _running: &'a Running) -> Pending<'a, Result<bool, String>> {
+        Box::pin(self.empty())
+    }
+}
