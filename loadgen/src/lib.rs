@@ -10,6 +10,7 @@ pub mod capacity;
 pub mod cli;
 pub mod client;
 pub mod gates;
+pub mod history;
 pub mod lifecycle;
 pub mod measure;
 pub mod meta;
