@@ -448,6 +448,22 @@ impl Audit {
 
     pub fn add(&mut self, other: &Audit) {
         self.exactly_once += other.exactly_once;
+        self.add_guarantees(other);
+        self.pushed += other.pushed;
+        self.acked += other.acked;
+        self.dead_lettered += other.dead_lettered;
+        self.dropped += other.dropped;
+        self.lost += other.lost;
+        self.undrained += other.undrained;
+        self.duplicates += other.duplicates;
+        self.drained = self.drained && other.drained;
+        self.dead_lettered_unconfirmed += other.dead_lettered_unconfirmed;
+        self.dlq_unchecked |= other.dlq_unchecked;
+    }
+
+    /// Adds another history's guarantee counts and examples (another round's, or another
+    /// shard's of the same round), not its ledger counts.
+    pub fn add_guarantees(&mut self, other: &Audit) {
         self.history_checked |= other.history_checked;
         if other.history_checked {
             self.promises = other.promises;
@@ -464,16 +480,6 @@ impl Audit {
             let room = EXAMPLES_KEPT.saturating_sub(kept.len());
             kept.extend(examples.iter().take(room).cloned());
         }
-        self.pushed += other.pushed;
-        self.acked += other.acked;
-        self.dead_lettered += other.dead_lettered;
-        self.dropped += other.dropped;
-        self.lost += other.lost;
-        self.undrained += other.undrained;
-        self.duplicates += other.duplicates;
-        self.drained = self.drained && other.drained;
-        self.dead_lettered_unconfirmed += other.dead_lettered_unconfirmed;
-        self.dlq_unchecked |= other.dlq_unchecked;
     }
 }
 

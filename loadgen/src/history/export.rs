@@ -11,6 +11,7 @@ use serde::Serialize;
 
 use super::check::Pushed;
 use super::{Delivery, Micros, NEVER};
+use crate::workload::CellContext;
 use ackbench_wire::TxnHash;
 
 #[derive(Serialize)]
@@ -90,4 +91,24 @@ pub fn write_lines(
         out.write_all(b"\n")?;
     }
     Ok(())
+}
+
+/// Appends the history of cell `cell` round `round` to `path` (`--history`).
+pub fn append(
+    path: &std::path::Path,
+    cell: &str,
+    round: u32,
+    ctx: &CellContext,
+) -> Result<(), String> {
+    let file = std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(path)
+        .map_err(|e| format!("--history {}: {e}", path.display()))?;
+    let mut out = std::io::BufWriter::new(file);
+    write_lines(&mut out, cell, round, &ctx.history.deliveries(), &|t| {
+        ctx.ledger.push_of(t)
+    })
+    .and_then(|_| out.flush())
+    .map_err(|e| format!("--history {}: {e}", path.display()))
 }

@@ -15,8 +15,11 @@ pub mod export;
 use std::sync::Mutex;
 use std::time::Instant;
 
+use ackbench_reports::results::{Audit, Promises};
 use ackbench_wire::TxnHash;
 use xxhash_rust::xxh3::xxh3_64;
+
+use crate::workload::CellContext;
 
 /// Microseconds since the history's start; `NEVER` when the event did not happen.
 pub type Micros = u64;
@@ -169,36 +172,35 @@ impl History {
 
     /// Records the messages of one pop answer; returns the record number of the first, the
     /// rest following in order (what `answered` takes).
-    pub fn popped(&self, pop: &Pop, messages: &[Popped<'_>]) -> usize {
+    pub fn popped<'m>(&self, pop: &Pop, messages: impl Iterator<Item = Popped<'m>>) -> usize {
         let (sent, answered) = (self.micros(pop.sent), self.micros(pop.answered));
         let mut r = self.records.lock().expect("history lock");
         let answer = r.answers;
         r.answers += 1;
         let first = r.deliveries.len();
-        r.deliveries
-            .extend(messages.iter().enumerate().map(|(i, m)| {
-                let (producer, seq, index) = producer_order(m.transaction_id);
-                Delivery {
-                    txn: m.txn,
-                    partition: xxh3_64(m.partition_id.as_bytes()),
-                    lease: m.lease_id.map_or(0, |l| xxh3_64(l.as_bytes()).max(1)),
-                    producer,
-                    seq,
-                    index,
-                    consumer: pop.consumer,
-                    answer,
-                    position: i as u32,
-                    group: pop.group,
-                    status: Status::Completed,
-                    lease_less: false,
-                    verdict: Verdict::Unanswered,
-                    lease_ms: pop.lease_ms,
-                    pop_sent: sent,
-                    pop_answered: answered,
-                    ack_sent: NEVER,
-                    ack_answered: NEVER,
-                }
-            }));
+        r.deliveries.extend(messages.enumerate().map(|(i, m)| {
+            let (producer, seq, index) = producer_order(m.transaction_id);
+            Delivery {
+                txn: m.txn,
+                partition: xxh3_64(m.partition_id.as_bytes()),
+                lease: m.lease_id.map_or(0, |l| xxh3_64(l.as_bytes()).max(1)),
+                producer,
+                seq,
+                index,
+                consumer: pop.consumer,
+                answer,
+                position: i as u32,
+                group: pop.group,
+                status: Status::Completed,
+                lease_less: false,
+                verdict: Verdict::Unanswered,
+                lease_ms: pop.lease_ms,
+                pop_sent: sent,
+                pop_answered: answered,
+                ack_sent: NEVER,
+                ack_answered: NEVER,
+            }
+        }));
         first
     }
 
@@ -236,6 +238,22 @@ impl History {
             .deliveries
             .clone()
     }
+}
+
+/// Checks the cell round's history against what the ledger saw of the pushes and writes the
+/// findings into `audit`, judged by what the target `promises`.
+pub fn judge(ctx: &CellContext, audit: &mut Audit, promises: Promises) {
+    let findings = check::check(&ctx.history.deliveries(), &|t| ctx.ledger.push_of(t));
+    audit.history_checked = true;
+    audit.promises = promises;
+    audit.unexpected = findings.unexpected;
+    audit.recovered = findings.recovered;
+    audit.order_violations = findings.order_violations;
+    audit.reorderings_across_leases = findings.reorderings_across_leases;
+    audit.lease_overlaps = findings.lease_overlaps;
+    audit.stale_acks_accepted = findings.stale_acks_accepted;
+    audit.ack_regressions = findings.ack_regressions;
+    audit.examples = findings.examples;
 }
 
 /// The producer, push number and place in the push of a transactionId this load generator
@@ -284,7 +302,7 @@ mod tests {
             partition_id: "P",
             lease_id: Some("L"),
         };
-        let first = h.popped(&pop, &[m("x-1-0-0"), m("x-1-0-1")]);
+        let first = h.popped(&pop, [m("x-1-0-0"), m("x-1-0-1")].into_iter());
         h.answered(
             first + 1,
             &AckOutcome {

@@ -55,6 +55,10 @@ impl Workload {
         configure_queue(cr.scenario, client, &queue).await?;
         let groups = cr.scenario.consumers.group_names();
         let ctx = Arc::new(CellContext::new(target.fleet(), groups.len()));
+        if cr.shard.is_sharded() {
+            // Other shards push what this shard's consumers pop.
+            ctx.ledger.owe_unknown_deliveries();
+        }
         prefill(cr, &queue, &ctx, progress).await?;
         let workers = spawn_workers(cr, &queue, &ctx);
         Ok(Workload {

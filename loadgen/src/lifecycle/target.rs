@@ -34,6 +34,8 @@ pub struct Env {
     pub run_tag: String,
     /// The slice of the scenario this process runs (`--shard`; the whole by default).
     pub shard: Shard,
+    /// Where `ackbench run --history` appends each cell round's deliveries as JSON lines.
+    pub history: Option<PathBuf>,
 }
 
 impl Env {
@@ -79,6 +81,7 @@ impl Env {
             profile,
             run_tag,
             shard: Shard::WHOLE,
+            history: None,
         })
     }
 

@@ -9,6 +9,7 @@ use tokio::sync::watch;
 use ackbench_reports::results::{Audit, BrokerFigures, FaultEvent, RoundResults, SecondSample};
 use ackbench_reports::stats::encode_histogram;
 
+use crate::history;
 use crate::lifecycle::faults::{with_recovery, Injector};
 use crate::lifecycle::phases::Workload;
 use crate::lifecycle::target::{Env, Target};
@@ -67,7 +68,7 @@ async fn measure(
             .drain(&label, run.drain_timeout_secs, cancel, progress)
             .await;
     workload.stop().await;
-    let audit = match cr.shard.is_sharded() {
+    let mut audit = match cr.shard.is_sharded() {
         false => workload.audit(target, drained).await,
         true => {
             let (audit, ledger) = workload.shard_audit(target, drained).await;
@@ -75,6 +76,12 @@ async fn measure(
             audit
         }
     };
+    if target.peer.is_none() {
+        history::judge(&workload.ctx, &mut audit, env.profile.kind.promises());
+        if let Some(path) = &env.history {
+            history::export::append(path, &cr.name, cr.round, &workload.ctx)?;
+        }
+    }
     progress.finish();
     if let Some(line) = errors_line(&label, &workload.ctx) {
         progress.say(&line);
