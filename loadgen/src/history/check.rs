@@ -127,11 +127,15 @@ fn check_pushes(history: &[Delivery], pushed: &dyn Fn(&TxnHash) -> Pushed, f: &m
 /// `ack_regressions`: (group, message) pairs delivered by a pop sent after an ack of theirs
 /// (`completed`, answered success that changed something) was answered: the broker had
 /// committed the ack before that pop reached it. Acks the client sent again and assumed
-/// settled are not the broker's word, and count nothing.
+/// settled are not the broker's word, and count nothing; nor do `completed` items placed after
+/// a nack of their partition in the same request (`lowest_signals`).
 fn check_regressions(history: &[Delivery], f: &mut Findings) {
+    let signals = lowest_signals(history);
     let mut acked: HashMap<(u16, TxnHash), Micros> = HashMap::new();
     for d in history {
-        if d.status == Status::Completed && d.verdict == Verdict::Accepted {
+        let request = (d.answer, d.partition, d.ack_sent);
+        let clamped = signals.get(&request).is_some_and(|&p| p < d.position);
+        if d.status == Status::Completed && d.verdict == Verdict::Accepted && !clamped {
             let at = acked.entry((d.group, d.txn)).or_insert(NEVER);
             *at = (*at).min(d.ack_answered);
         }
@@ -153,6 +157,22 @@ fn check_regressions(history: &[Delivery], f: &mut Findings) {
             });
         }
     }
+}
+
+/// Per ack request (its pop answer, partition and send time), the lowest place of a `failed`,
+/// `retry` or `dlq` item: the ack contract clamps the cursor below that signal, so `completed`
+/// items placed after it in the same request redeliver though answered success.
+fn lowest_signals(history: &[Delivery]) -> HashMap<(u64, u64, Micros), u32> {
+    let mut signals: HashMap<(u64, u64, Micros), u32> = HashMap::new();
+    for d in history {
+        if d.status != Status::Completed && d.ack_sent != NEVER {
+            let lowest = signals
+                .entry((d.answer, d.partition, d.ack_sent))
+                .or_insert(d.position);
+            *lowest = (*lowest).min(d.position);
+        }
+    }
+    signals
 }
 
 /// The history's records by (group, partition): their numbers, in the history's order.
@@ -503,6 +523,20 @@ mod tests {
         let again = d(0, 3, 2, 0, 1300, 1310);
         let f = check(&[a, b, again], &booked);
         assert_eq!(f.ack_regressions, 1, "one message, counted once: {f:#?}");
+    }
+
+    #[test]
+    fn completed_items_after_a_nack_in_one_request_redeliver_without_regression() {
+        let ok = Verdict::Accepted;
+        let mut nack = acked(d(0, 1, 0, 0, 0, 10), ok, 20, 30);
+        nack.status = Status::Dlq;
+        let after = acked(d(1, 1, 0, 1, 0, 10), ok, 20, 30);
+        let again = acked(d(1, 1, 1, 0, 40, 50), ok, 60, 70);
+        assert!(clean(&check(&[nack, after, again], &booked)));
+        // The same items acked in separate requests: the completed one's success is its own.
+        let alone = acked(d(1, 1, 0, 1, 0, 10), ok, 25, 30);
+        let f = check(&[nack, alone, again], &booked);
+        assert_eq!(f.ack_regressions, 1, "{f:#?}");
     }
 
     #[test]
