@@ -106,9 +106,9 @@ pub fn append(
         .open(path)
         .map_err(|e| format!("--history {}: {e}", path.display()))?;
     let mut out = std::io::BufWriter::new(file);
-    write_lines(&mut out, cell, round, &ctx.history.deliveries(), &|t| {
-        ctx.ledger.push_of(t)
-    })
-    .and_then(|_| out.flush())
-    .map_err(|e| format!("--history {}: {e}", path.display()))
+    let pushed = |t: &TxnHash| ctx.ledger.push_of(t);
+    ctx.history
+        .inspect(|history| write_lines(&mut out, cell, round, history, &pushed))
+        .and_then(|_| out.flush())
+        .map_err(|e| format!("--history {}: {e}", path.display()))
 }
