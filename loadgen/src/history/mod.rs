@@ -5,7 +5,7 @@
 //! it as JSON lines (`export`) for independent checkers.
 //!
 //! A record holds hashes, small integers and microsecond offsets from the history's start (a
-//! monotonic clock), about 100 bytes per delivery. Records are appended in the order pops are
+//! monotonic clock), 112 bytes per delivery. Records are appended in the order pops are
 //! answered; every check works per (group, partition) window, so a later bound on memory can
 //! check a window's records and drop them.
 
@@ -234,15 +234,6 @@ impl History {
     pub fn inspect<R>(&self, f: impl FnOnce(&[Delivery]) -> R) -> R {
         f(&self.records.lock().expect("history lock").deliveries)
     }
-
-    /// A copy of every record, in the order pops were answered.
-    pub fn deliveries(&self) -> Vec<Delivery> {
-        self.records
-            .lock()
-            .expect("history lock")
-            .deliveries
-            .clone()
-    }
 }
 
 /// Checks the cell round's history against what the ledger saw of the pushes and writes the
@@ -283,6 +274,11 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_record_stays_compact() {
+        assert!(std::mem::size_of::<Delivery>() <= 112);
+    }
+
+    #[test]
     fn the_producer_and_its_order_come_from_the_transaction_id() {
         let (p, seq, i) = producer_order("none_t1_r1-3-17-4");
         assert_eq!((seq, i), (17, 4));
@@ -320,7 +316,7 @@ mod tests {
                 answered: now,
             },
         );
-        let d = h.deliveries();
+        let d = h.inspect(|d| d.to_vec());
         assert_eq!(
             (d[0].verdict, d[1].verdict),
             (Verdict::Unanswered, Verdict::Accepted)
