@@ -255,13 +255,18 @@ fn check_stale_acks(window: &[&Delivery], holds: &[Hold], f: &mut Findings) {
         if d.verdict != Verdict::Accepted || d.lease_less || d.lease == 0 {
             continue;
         }
-        let successor = holds.iter().find(|b| {
-            b.consumer != d.consumer
-                && b.lease != d.lease
-                && b.lease != 0
-                && b.pop_sent >= d.pop_answered
-                && b.pop_answered < d.ack_sent
-        });
+        // Holds are sorted by pop send: only those sent between this pop's answer and the ack's
+        // send can qualify.
+        let from = holds.partition_point(|b| b.pop_sent < d.pop_answered);
+        let successor = holds[from..]
+            .iter()
+            .take_while(|b| b.pop_sent < d.ack_sent)
+            .find(|b| {
+                b.consumer != d.consumer
+                    && b.lease != d.lease
+                    && b.lease != 0
+                    && b.pop_answered < d.ack_sent
+            });
         if let Some(b) = successor {
             f.count("stale_acks_accepted", || {
                 format!(

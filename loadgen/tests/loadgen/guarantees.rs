@@ -16,7 +16,7 @@ use crate::common::proxy::{Mode, Proxy};
 use crate::common::{one_real_run_at_a_time, temp_dir, written_results};
 
 /// 8 partitions, 3 open-loop producers of 10-message pushes, 4 wildcard consumers popping 10
-/// and working 300 ms on each batch, 2 s leases; one batch in 4 is held 500 ms past its lease,
+/// and working 300 ms on each batch, 2 s leases; one batch in 4 is held 1 s past its lease,
 /// so late acks are refused (and, through the fencing proxy, accepted). A 3 s window.
 const SCENARIO: &str = r#"
 name = "guarantees"
@@ -39,7 +39,7 @@ long_poll_timeout_ms = 300
 processing_ms = 300
 lease_seconds = 2
 stall = 0.25
-stall_extra_ms = 500
+stall_extra_ms = 1000
 [run]
 warmup_secs = 0.5
 duration_secs = 3
@@ -120,6 +120,17 @@ fn refused_in_history(path: &Path, audit: &Audit) -> usize {
     lines.iter().filter(|l| l["verdict"] == "refused").count()
 }
 
+/// Whether `count` may also rise in `mode` because what the proxy forged breaks that guarantee
+/// too: a swallowed ack may be a late one (a stalled batch), which the broker would have refused
+/// because its lease had passed, so its forged success is also a stale ack accepted; and an ack
+/// forged open for a partition nobody took yet leaves the message to come back after it.
+fn side_effect(mode: Mode, count: &str) -> bool {
+    matches!(
+        (mode, count),
+        (Mode::Swallow, "stale_acks_accepted") | (Mode::Fence, "ack_regressions")
+    )
+}
+
 #[test]
 fn each_broken_guarantee_is_counted_and_only_then() {
     let _real_run = one_real_run_at_a_time();
@@ -166,20 +177,12 @@ fn each_broken_guarantee_is_counted_and_only_then() {
         assert_eq!((a.lost, a.undrained), (0, 0), "{context}");
         assert!(a.pushed > 0 && a.acked > 0, "{context}");
         for (count, n) in counts(&a) {
-            match Some(count) == broken {
-                true => {
-                    assert!(proxy.perturbed() > 0, "{name}: the proxy perturbed nothing");
-                    assert!(n > 0, "{count} not counted: {context}");
-                    assert!(!a.examples[count].is_empty(), "{context}");
-                }
-                false if count == "stale_acks_accepted" || count == "ack_regressions" => {
-                    // A forged success for a stale ack also makes the message's redelivery
-                    // (if the partition had not passed yet) a regression: allowed in `fence`.
-                    if !(mode == Mode::Fence && count == "ack_regressions") {
-                        assert_eq!(n, 0, "{count}: {context}");
-                    }
-                }
-                false => assert_eq!(n, 0, "{count}: {context}"),
+            if Some(count) == broken {
+                assert!(proxy.perturbed() > 0, "{name}: the proxy perturbed nothing");
+                assert!(n > 0, "{count} not counted: {context}");
+                assert!(!a.examples[count].is_empty(), "{context}");
+            } else if !side_effect(mode, count) {
+                assert_eq!(n, 0, "{count}: {context}");
             }
         }
         match broken {
