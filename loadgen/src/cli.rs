@@ -55,8 +55,16 @@ pub async fn run(opts: RunOptions) -> u8 {
     if let Err(e) = std::fs::create_dir_all(&out_dir) {
         return fail(&format!("--out {}: {e}", out_dir.display()));
     }
+    if let Some(path) = &opts.history {
+        if let Err(e) = std::fs::File::create(path) {
+            return fail(&format!("--history {}: {e}", path.display()));
+        }
+    }
     let env = match Env::prepare(&settings, out_dir.clone()).await {
-        Ok(env) => env.with_run_id(opts.run_id.as_deref()),
+        Ok(env) => Env {
+            history: opts.history.clone(),
+            ..env.with_run_id(opts.run_id.as_deref())
+        },
         Err(e) => return fail(&e),
     };
     let target = env.external_broker().then(|| env.profile.cell_name());
@@ -559,11 +567,33 @@ fn print_summary(results: &Results) {
     }
 }
 
-/// The run's exit code: a lost message or a failed gate is 1, a gate that could not be judged
+/// The promised guarantees some cell broke, in words (`cell: name count, ...`), if any.
+fn broken_guarantees(results: &Results) -> Option<String> {
+    let words: Vec<String> = results
+        .cells
+        .iter()
+        .flat_map(|c| {
+            c.summary
+                .audit
+                .broken()
+                .into_iter()
+                .map(move |(name, n)| format!("{}: {name} {n}", c.name))
+        })
+        .collect();
+    (!words.is_empty()).then(|| words.join(", "))
+}
+
+/// The run's exit code: a lost message, a broken promised guarantee or a failed gate is 1, a gate that could not be judged
 /// 2, an interrupted run 130.
 fn run_exit_code(results: &Results, eval: &gates::Evaluation) -> u8 {
     if results.cells.iter().any(|c| !c.summary.audit.passed()) {
         eprintln!("ackbench: FAILED: messages were lost (see the audit)");
+        return 1;
+    }
+    if let Some(words) = broken_guarantees(results) {
+        eprintln!(
+            "ackbench: FAILED: guarantees the target promises were broken: {words} (see the audit)"
+        );
         return 1;
     }
     if !results.complete {

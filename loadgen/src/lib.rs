@@ -13,6 +13,7 @@ pub mod cli;
 pub mod client;
 pub mod driver;
 pub mod gates;
+pub mod history;
 pub mod lifecycle;
 pub mod measure;
 pub mod meta;

@@ -86,6 +86,11 @@ pub struct RunOptions {
     /// time: every shard of a run must be given the same (1 to 24 lower-case letters or digits).
     #[arg(long, value_name = "ID")]
     pub run_id: Option<String>,
+    /// Write every delivery the workers saw (consumer, partition, group, lease, message,
+    /// producer and its order, pop and ack send and answer times, the ack's verdict) to FILE as
+    /// JSON lines, one per delivery, for independent checkers (see docs/spec/loadgen.md).
+    #[arg(long, value_name = "FILE")]
+    pub history: Option<PathBuf>,
 }
 
 impl RunOptions {

@@ -242,7 +242,7 @@ pub struct Statement<T: Nan> {
 }
 
 /// What became of every pushed message of a cell.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, Default)]
 pub struct Audit {
     pub pushed: u64,
     pub acked: u64,
@@ -266,6 +266,80 @@ pub struct Audit {
     /// unchecked (`dlq_unchecked`): counted dead-lettered on the broker's word, not lost.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub dead_lettered_unconfirmed: u64,
+    /// Obligations delivered exactly once and resolved (acked, dead-lettered or dropped).
+    #[serde(default)]
+    pub exactly_once: u64,
+    /// Whether the client's history of deliveries was checked for the guarantees below (false:
+    /// a target whose workers keep no history, or results written before the checks existed).
+    #[serde(default)]
+    pub history_checked: bool,
+    /// What the target promises, so which of the counts below fail the run.
+    #[serde(default)]
+    pub promises: Promises,
+    /// (message, group) pairs delivered that no push of this run sent: never obligations.
+    #[serde(default)]
+    pub unexpected: u64,
+    /// (message, group) pairs whose push failed or timed out on the client but were delivered.
+    #[serde(default)]
+    pub recovered: u64,
+    /// First deliveries of one producer's messages in one partition out of the producer's
+    /// order within one pop answer (one lease).
+    #[serde(default)]
+    pub order_violations: u64,
+    /// First deliveries out of the producer's order across pop answers (lease changes), proven
+    /// by time: allowed, but counted.
+    #[serde(default)]
+    pub reorderings_across_leases: u64,
+    /// Pops that took a (partition, group) while another consumer certainly held it.
+    #[serde(default)]
+    pub lease_overlaps: u64,
+    /// Acks answered success under a lease that had certainly passed to another consumer.
+    #[serde(default)]
+    pub stale_acks_accepted: u64,
+    /// (message, group) pairs delivered again after an ack of theirs was answered success.
+    #[serde(default)]
+    pub ack_regressions: u64,
+    /// A few first examples per guarantee count, by the count's name.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub examples: BTreeMap<String, Vec<String>>,
+}
+
+/// What a target promises beyond at-least-once delivery: the guarantees whose breaking fails
+/// a run. Every target promises that nothing is lost and nothing is invented.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+pub struct Promises {
+    /// One producer's messages in one partition are delivered in its order.
+    pub order: bool,
+    /// One consumer at a time holds a (partition, group).
+    pub lease_exclusive: bool,
+    /// An ack under a lease that passed to another consumer is refused.
+    pub fencing: bool,
+    /// A message whose ack was answered success is not delivered to that group again.
+    pub ack_durable: bool,
+}
+
+impl Promises {
+    /// Every guarantee the checks judge.
+    pub const ALL: Promises = Promises {
+        order: true,
+        lease_exclusive: true,
+        fencing: true,
+        ack_durable: true,
+    };
+}
+
+/// How many first examples the audit keeps per guarantee count.
+pub const EXAMPLES_KEPT: usize = 3;
+
+/// One guarantee the audit judges: its count's name, what it checks, and whether the target
+/// promises it (a count that fails the run when above zero).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Guarantee {
+    pub name: &'static str,
+    pub checks: &'static str,
+    pub count: u64,
+    /// Above zero fails the run.
+    pub promised: bool,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -294,7 +368,87 @@ impl Audit {
         )
     }
 
+    /// Every guarantee judged, in the report's order, with its count and whether it is promised.
+    pub fn guarantees(&self) -> Vec<Guarantee> {
+        let p = self.promises;
+        let g = |name, checks, count, promised| Guarantee {
+            name,
+            checks,
+            count,
+            promised,
+        };
+        vec![
+            g(
+                "lost",
+                "every obligation acked, dead-lettered or dropped by policy",
+                self.lost,
+                true,
+            ),
+            g(
+                "unexpected",
+                "nothing delivered that no push sent",
+                self.unexpected,
+                true,
+            ),
+            g(
+                "recovered",
+                "pushes that failed on the client but were delivered (counted)",
+                self.recovered,
+                false,
+            ),
+            g(
+                "order_violations",
+                "one producer's messages in one partition in order within a lease",
+                self.order_violations,
+                p.order,
+            ),
+            g(
+                "reorderings_across_leases",
+                "the same order across lease changes (counted)",
+                self.reorderings_across_leases,
+                false,
+            ),
+            g(
+                "lease_overlaps",
+                "one consumer at a time holds a (partition, group)",
+                self.lease_overlaps,
+                p.lease_exclusive,
+            ),
+            g(
+                "stale_acks_accepted",
+                "an ack under a lease passed to another consumer is refused",
+                self.stale_acks_accepted,
+                p.fencing,
+            ),
+            g(
+                "ack_regressions",
+                "a message acked with success is not delivered to its group again",
+                self.ack_regressions,
+                p.ack_durable,
+            ),
+        ]
+    }
+
+    /// The promised guarantees broken, by name with their counts (lost included).
+    pub fn broken(&self) -> Vec<(&'static str, u64)> {
+        self.guarantees()
+            .into_iter()
+            .filter(|g| g.promised && g.count > 0)
+            .map(|g| (g.name, g.count))
+            .collect()
+    }
+
+    /// Of the obligations, the share delivered exactly once (NaN when there were none).
+    pub fn exactly_once_fraction(&self) -> f64 {
+        match self.pushed {
+            0 => f64::NAN,
+            n => self.exactly_once as f64 / n as f64,
+        }
+    }
+
     pub fn add(&mut self, other: &Audit) {
+        self.exactly_once += other.exactly_once;
+        self.add_guarantees(other);
         self.pushed += other.pushed;
         self.acked += other.acked;
         self.dead_lettered += other.dead_lettered;
@@ -305,6 +459,27 @@ impl Audit {
         self.drained = self.drained && other.drained;
         self.dead_lettered_unconfirmed += other.dead_lettered_unconfirmed;
         self.dlq_unchecked |= other.dlq_unchecked;
+    }
+
+    /// Adds another history's guarantee counts and examples (another round's, or another
+    /// shard's of the same round), not its ledger counts.
+    pub fn add_guarantees(&mut self, other: &Audit) {
+        self.history_checked |= other.history_checked;
+        if other.history_checked {
+            self.promises = other.promises;
+        }
+        self.unexpected += other.unexpected;
+        self.recovered += other.recovered;
+        self.order_violations += other.order_violations;
+        self.reorderings_across_leases += other.reorderings_across_leases;
+        self.lease_overlaps += other.lease_overlaps;
+        self.stale_acks_accepted += other.stale_acks_accepted;
+        self.ack_regressions += other.ack_regressions;
+        for (name, examples) in &other.examples {
+            let kept = self.examples.entry(name.clone()).or_default();
+            let room = EXAMPLES_KEPT.saturating_sub(kept.len());
+            kept.extend(examples.iter().take(room).cloned());
+        }
     }
 }
 

@@ -947,3 +947,68 @@ fn faults_are_listed_with_their_recovery_and_marked_on_the_charts_over_time() {
     assert!(plain.runs[0].faults.is_empty());
     assert!(plain.charts().all(|c| c.faults.is_empty()));
 }
+
+#[test]
+fn guarantees_table_and_verdict() {
+    let mut r = small_results();
+    assert!(
+        model::build(&r).runs[0].guarantees.is_empty(),
+        "results without a checked history have no Guarantees table"
+    );
+    let a = &mut r.cells[0].summary.audit;
+    a.history_checked = true;
+    a.promises = ackbench_reports::results::Promises::ALL;
+    a.reorderings_across_leases = 2;
+    let run = &model::build(&r).runs[0];
+    let rows: Vec<_> = run
+        .guarantees
+        .iter()
+        .filter(|g| g.cell == r.cells[0].name)
+        .collect();
+    assert_eq!(rows.len(), 8, "every guarantee of the checked cell");
+    assert!(rows
+        .iter()
+        .all(|g| g.verdict == "held" || g.name == "reorderings_across_leases"));
+    let reordered = rows
+        .iter()
+        .find(|g| g.name == "reorderings_across_leases")
+        .unwrap();
+    assert_eq!((reordered.verdict, reordered.promised), ("counted", false));
+    assert_eq!(
+        run.verdict.status,
+        Status::Passed,
+        "a counted, unpromised finding fails nothing"
+    );
+    assert!(has_item(&run.verdict, Status::Passed, "Guarantees held"));
+
+    let a = &mut r.cells[0].summary.audit;
+    a.lease_overlaps = 4;
+    a.examples.insert(
+        "lease_overlaps".into(),
+        vec!["consumer 2 took the partition <while> consumer 1 held it".into()],
+    );
+    let run = &model::build(&r).runs[0];
+    assert_eq!(run.verdict.status, Status::Failed);
+    assert!(run
+        .verdict
+        .headline
+        .starts_with("FAILED: audit FAILED, guarantees broken"));
+    let text = format!("Guarantees FAILED: {}: lease_overlaps 4.", r.cells[0].name);
+    assert!(
+        has_item(&run.verdict, Status::Failed, &text),
+        "{:?}",
+        run.verdict.items
+    );
+    let overlap = run
+        .guarantees
+        .iter()
+        .find(|g| g.name == "lease_overlaps")
+        .unwrap();
+    assert_eq!((overlap.verdict, overlap.count), ("BROKEN", 4));
+    let html = render_report(&r).unwrap();
+    assert!(html.contains("<h2>Guarantees</h2>") || html.contains(">Guarantees</h2>"));
+    assert!(
+        html.contains("took the partition &lt;while&gt; consumer 1"),
+        "examples escaped"
+    );
+}

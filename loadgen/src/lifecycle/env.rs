@@ -42,6 +42,8 @@ pub struct Env {
     /// transactionIds (the broker keeps earlier runs' queues and deduplicates transactionIds);
     /// empty otherwise. The shards of a sharded run share it (`--run-id`).
     pub run_tag: String,
+    /// Where `ackbench run --history` appends each cell round's deliveries as JSON lines.
+    pub history: Option<PathBuf>,
 }
 
 impl Env {
@@ -87,6 +89,7 @@ impl Env {
             settings: settings.clone(),
             profile,
             run_tag,
+            history: None,
         })
     }
 

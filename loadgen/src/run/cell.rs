@@ -10,6 +10,7 @@ use ackbench_reports::results::{Audit, BrokerFigures, FaultEvent, RoundResults, 
 use ackbench_reports::stats::encode_histogram;
 
 use crate::driver::{self, system::Installed, system::Site};
+use crate::history;
 use crate::lifecycle::env::Env;
 use crate::lifecycle::faults::{with_recovery, Injector};
 use crate::lifecycle::phases::Workload;
@@ -72,7 +73,20 @@ async fn measure(
             .drain(&label, run.drain_timeout_secs, cancel, progress)
             .await;
     workload.stop().await;
-    let audit = workload.audit(drained, &cr.tag()).await?;
+    let mut audit = workload.audit(drained, &cr.tag()).await?;
+    // A peer cell (no broker) keeps no history: its queue promises no lease or order.
+    if !system.site().brokers.is_empty() {
+        let ctx = workload.ctx();
+        history::judge(
+            &ctx.history,
+            &ctx.ledger,
+            &mut audit,
+            env.profile.kind.promises(),
+        );
+        if let Some(path) = &env.history {
+            history::export::append(path, &cr.name, cr.round, &ctx.history, &ctx.ledger)?;
+        }
+    }
     progress.finish();
     if let Some(line) = errors_line(&label, workload.ctx()) {
         progress.say(&line);

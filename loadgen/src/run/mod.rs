@@ -292,9 +292,11 @@ pub fn figure_text(v: f64, decimals: usize) -> String {
 
 pub fn audit_words(a: &Audit) -> String {
     format!(
-        "{} (pushed {}, acked {}, dlq {}, dropped {}, lost {}, undrained {}, duplicates {}{}{})",
+        "{} (pushed {}, acked {}, dlq {}, dropped {}, lost {}, undrained {}, duplicates {}{}{}{})",
         if !a.passed() {
             "LOST MESSAGES"
+        } else if !a.broken().is_empty() {
+            "GUARANTEES BROKEN"
         } else if a.undrained > 0 {
             "UNDRAINED"
         } else {
@@ -308,11 +310,26 @@ pub fn audit_words(a: &Audit) -> String {
         a.undrained,
         a.duplicates,
         if a.drained { "" } else { ", not drained" },
+        guarantee_words(a),
         match a.dlq_unchecked {
             true => format!("; not checked: {}", a.unchecked_words()),
             false => String::new(),
         }
     )
+}
+
+/// The guarantee counts above zero (besides lost), e.g. `; order_violations 3, recovered 1`.
+fn guarantee_words(a: &Audit) -> String {
+    let counts: Vec<String> = a
+        .guarantees()
+        .iter()
+        .filter(|g| g.name != "lost" && g.count > 0)
+        .map(|g| format!("{} {}", g.name, g.count))
+        .collect();
+    match counts.is_empty() {
+        true => String::new(),
+        false => format!("; {}", counts.join(", ")),
+    }
 }
 
 pub fn now_iso() -> String {

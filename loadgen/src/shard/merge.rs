@@ -213,7 +213,14 @@ pub fn merge_round(
         figures,
         broker_metrics: first.broker_metrics.clone(),
         brokers: first.brokers.clone(),
-        audit: merged_audit(ledgers, parts.iter().all(|r| r.audit.drained)),
+        audit: parts.iter().fold(
+            merged_audit(ledgers, parts.iter().all(|r| r.audit.drained)),
+            |mut audit, part| {
+                // Each shard judged the history its own workers saw.
+                audit.add_guarantees(&part.audit);
+                audit
+            },
+        ),
         series: merged_series(parts),
         faults: first.faults.clone(),
         wire_variants: summed_variants(parts),

@@ -7,6 +7,7 @@
 use std::fmt;
 use std::str::FromStr;
 
+use ackbench_reports::results::Promises;
 use serde_json::Value;
 
 use crate::client::BrokerClient;
@@ -104,6 +105,15 @@ impl TargetKind {
         match self {
             TargetKind::Ackbench => "/metrics",
             TargetKind::QueenLog | TargetKind::QueenRows => "/metrics/prometheus",
+        }
+    }
+
+    /// The guarantees this kind of broker promises beyond at-least-once delivery (Queen's
+    /// contract: partition leases with fencing, per-partition order, durable acks). The peers,
+    /// which promise no per-partition order or lease exclusivity, keep no history to judge.
+    pub fn promises(self) -> Promises {
+        match self {
+            TargetKind::Ackbench | TargetKind::QueenLog | TargetKind::QueenRows => Promises::ALL,
         }
     }
 

@@ -19,6 +19,7 @@ use ackbench_wire::{txn_hash, TxnHash};
 use super::answers::{note_acks, AckAnswer, PopAnswer, Popped};
 use super::{now_us, CellContext, Counters, Phase};
 use crate::client::{encode, parse, routes, BodyBuf, Connection};
+use crate::history::{self, AckOutcome, Status, Verdict};
 
 #[derive(Debug, Clone)]
 pub struct ConsumerPlan {
@@ -61,6 +62,8 @@ struct Worker {
     /// The current batch's transactionId hashes and outcomes, by message.
     hashes: Vec<TxnHash>,
     statuses: Vec<&'static str>,
+    /// The history's record number of the current batch's first message.
+    first_record: usize,
 }
 
 pub async fn run(plan: ConsumerPlan, ctx: Arc<CellContext>) {
@@ -71,6 +74,7 @@ pub async fn run(plan: ConsumerPlan, ctx: Arc<CellContext>) {
         rng: fastrand::Rng::with_seed(plan.seed),
         hashes: Vec::new(),
         statuses: Vec::new(),
+        first_record: 0,
     };
     let mut turn: u32 = plan.id;
     while ctx.phase() != Phase::Stop {
@@ -79,6 +83,10 @@ pub async fn run(plan: ConsumerPlan, ctx: Arc<CellContext>) {
         turn = turn.wrapping_add(1);
         let started = Instant::now();
         let popped = w.conn.get(path).await;
+        let pop = PopTimes {
+            sent: started,
+            answered: Instant::now(),
+        };
         Counters::bump(&ctx.counters.pop_requests, 1);
         // An empty pop is a 204, or a 200 whose `messages` is empty (Queen's).
         match popped {
@@ -90,7 +98,7 @@ pub async fn run(plan: ConsumerPlan, ctx: Arc<CellContext>) {
                         continue;
                     }
                     ctx.latency.record("pop", started.elapsed());
-                    handle_batch(&plan, &ctx, &mut w, &batch.messages).await;
+                    handle_batch(&plan, &ctx, &mut w, &batch.messages, pop).await;
                 }
                 Err(e) => ctx.error(format!("pop: {e}")),
             },
@@ -168,16 +176,25 @@ fn pop_path(plan: &ConsumerPlan, index: usize, draining: bool) -> String {
     }
 }
 
+/// When a pop was sent and answered.
+#[derive(Clone, Copy)]
+struct PopTimes {
+    sent: Instant,
+    answered: Instant,
+}
+
 async fn handle_batch(
     plan: &ConsumerPlan,
     ctx: &CellContext,
     w: &mut Worker,
     messages: &[Popped<'_>],
+    pop: PopTimes,
 ) {
     Counters::bump(&ctx.counters.popped_messages, messages.len() as u64);
     w.hashes.clear();
     w.hashes
         .extend(messages.iter().map(|m| txn_hash(&m.transaction_id)));
+    w.first_record = record_pop(plan, ctx, &w.hashes, messages, pop);
     let redelivered = ctx.ledger.delivered(plan.group_index, &w.hashes);
     Counters::bump(&ctx.counters.redeliveries, redelivered);
     ctx.hold_while_consumers_paused().await;
@@ -207,6 +224,30 @@ async fn handle_batch(
     } else {
         ack(plan, ctx, w, messages, 0..messages.len(), lease_less).await;
     }
+}
+
+/// Records the deliveries of one pop answer in the history; returns the first's record number.
+fn record_pop(
+    plan: &ConsumerPlan,
+    ctx: &CellContext,
+    hashes: &[TxnHash],
+    messages: &[Popped<'_>],
+    pop: PopTimes,
+) -> usize {
+    let answer = history::Pop {
+        consumer: plan.id,
+        group: plan.group_index as u16,
+        lease_ms: plan.effective_lease.as_millis().min(u32::MAX as u128) as u32,
+        sent: pop.sent,
+        answered: pop.answered,
+    };
+    let records = messages.iter().zip(hashes).map(|(m, h)| history::Popped {
+        txn: *h,
+        transaction_id: &m.transaction_id,
+        partition_id: &m.partition_id,
+        lease_id: m.lease_id.as_deref(),
+    });
+    ctx.history.popped(&answer, records)
 }
 
 fn pick_outcome(shares: &[(&'static str, f64); 4], rng: &mut fastrand::Rng) -> &'static str {
@@ -292,6 +333,9 @@ async fn ack(
         consumer_group: plan.group.as_deref(),
     });
     let started = Instant::now();
+    let first = w.first_record + range.start;
+    ctx.history
+        .ack_sent(first, &w.statuses[range.clone()], lease_less, started);
     let mut attempt = 0;
     let answer = loop {
         let answer = w.conn.post(routes::ACK_BATCH, body, StatusCode::OK).await;
@@ -315,6 +359,9 @@ async fn ack(
                 hashes: &w.hashes[range.clone()],
                 statuses: &w.statuses[range],
                 sent_again: attempt > 0,
+                first_record: first,
+                lease_less,
+                sent: started,
             };
             record_answers(plan, ctx, &acked, &results);
         }
@@ -335,6 +382,11 @@ struct Acked<'a, 'm> {
     statuses: &'a [&'static str],
     /// The ack was sent again after an attempt without an answer (see `settled_before`).
     sent_again: bool,
+    /// The history's record number of the first item, whether the ack carried no leaseId, and
+    /// when it was first sent.
+    first_record: usize,
+    lease_less: bool,
+    sent: Instant,
 }
 
 /// Books each item's answer in the ledger; end-to-end latency runs from the intended push time
@@ -346,6 +398,7 @@ fn record_answers(
     results: &[AckAnswer<'_>],
 ) {
     let now = now_us();
+    let answered = Instant::now();
     let measuring = ctx.latency.measuring();
     for (i, m) in items.messages.iter().enumerate() {
         let Some(r) = answer_for(results, i, &m.transaction_id) else {
@@ -358,6 +411,14 @@ fn record_answers(
         let acked = items.statuses[i] == "completed"
             && ((r.success && !r.noop()) || (items.sent_again && settled_before(r)));
         let dropped = r.error.as_deref().is_some_and(|e| e.contains("dropped"));
+        let outcome = AckOutcome {
+            status: Status::of(items.statuses[i]),
+            lease_less: items.lease_less,
+            verdict: verdict(r, items.sent_again),
+            sent: items.sent,
+            answered,
+        };
+        ctx.history.answered(items.first_record + i, &outcome);
         if ctx
             .ledger
             .answered(plan.group_index, &items.hashes[i], acked, r.dlq, dropped)
@@ -368,6 +429,16 @@ fn record_answers(
                     .record("e2e", Duration::from_micros(now.saturating_sub(ts)));
             }
         }
+    }
+}
+
+/// What the broker's answer to one ack item says, for the history.
+fn verdict(r: &AckAnswer<'_>, sent_again: bool) -> Verdict {
+    match r.success {
+        true if !r.noop() => Verdict::Accepted,
+        _ if sent_again && settled_before(r) => Verdict::AssumedSettled,
+        true => Verdict::Noop,
+        false => Verdict::Refused,
     }
 }
 

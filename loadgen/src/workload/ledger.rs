@@ -5,6 +5,11 @@
 //! audit: every (message, group) obligation must be acked, dead-lettered or dropped by the
 //! queue's explicit policy (exhausted retries with the DLQ disabled); anything else is lost.
 //!
+//! A message is booked as sent before its push goes out (a consumer may pop it before the push
+//! is answered) and as failed when the push fails; a delivery of a message no push of this
+//! process sent is unexpected: counted by the history's checks, never an obligation (a shard,
+//! whose consumers pop what other shards pushed, owes every delivery instead).
+//!
 //! Messages are keyed by the xxh3_128 hash of their transactionId (`ackbench_wire::txn_hash`,
 //! computed once per message by the worker that saw it), so booking a message copies 16 bytes,
 //! not a `String`, and the map's hasher only folds the hash it is given.
@@ -72,8 +77,21 @@ impl Fate {
     }
 }
 
+/// A push not (yet) booked as queued: in flight, or failed on the client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Sent {
+    InFlight,
+    Failed,
+}
+
 #[derive(Default)]
 struct Book {
+    /// Pushes sent and not answered as queued: in flight, or failed on the client.
+    sent: ByTxn<Sent>,
+    /// Per group: messages delivered that no push sent (never obligations).
+    unexpected: Vec<TxnSet>,
+    /// Deliveries of messages no push of this process sent are owed (a shard's ledger).
+    owe_unknown: bool,
     /// Per group (index into `groups`): transactionId hash -> fate.
     fates: Vec<ByTxn<Fate>>,
     pushed: u64,
@@ -84,6 +102,17 @@ struct Book {
     acked: u64,
 }
 
+/// What became of a delivered message's push, as the producers saw it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pushed {
+    /// A push answered that it queued it (or is still in flight, or another shard pushed it).
+    Booked,
+    /// Its push failed or timed out on the client.
+    Failed,
+    /// No push of this run sent it.
+    Never,
+}
+
 pub struct Ledger {
     book: Mutex<Book>,
 }
@@ -92,6 +121,7 @@ impl Ledger {
     pub fn new(groups: usize) -> Ledger {
         let book = Book {
             fates: vec![ByTxn::default(); groups],
+            unexpected: vec![TxnSet::default(); groups],
             ..Default::default()
         };
         Ledger {
@@ -99,10 +129,32 @@ impl Ledger {
         }
     }
 
+    /// Owes every delivery, even of a message no push of this process sent: for a shard, whose
+    /// consumers pop what other shards pushed.
+    pub fn owe_unknown_deliveries(&self) {
+        self.book.lock().expect("ledger lock").owe_unknown = true;
+    }
+
+    /// Books messages whose push is about to be sent (a consumer may pop them before the push
+    /// is answered).
+    pub fn sending(&self, txns: &[TxnHash]) {
+        let mut b = self.book.lock().expect("ledger lock");
+        b.sent.extend(txns.iter().map(|t| (*t, Sent::InFlight)));
+    }
+
+    /// Books messages whose push failed or timed out: they may have been stored anyway.
+    pub fn push_failed(&self, txns: &[TxnHash]) {
+        let mut b = self.book.lock().expect("ledger lock");
+        b.sent.extend(txns.iter().map(|t| (*t, Sent::Failed)));
+    }
+
     /// Books pushed messages (every group owes each of them).
     pub fn pushed(&self, txns: &[TxnHash]) {
         let mut b = self.book.lock().expect("ledger lock");
         b.pushed += txns.len() as u64;
+        for t in txns {
+            b.sent.remove(t);
+        }
         let mut owed = 0;
         for fates in &mut b.fates {
             fates.reserve(txns.len());
@@ -113,19 +165,35 @@ impl Ledger {
         b.owed += owed;
     }
 
-    /// Records the deliveries of one popped batch; returns how many were redeliveries.
+    /// Records the deliveries of one popped batch; returns how many were redeliveries. A
+    /// message no push sent is set apart as unexpected, not owed.
     pub fn delivered(&self, group: usize, txns: &[TxnHash]) -> u64 {
-        let mut b = self.book.lock().expect("ledger lock");
-        let fates = &mut b.fates[group];
+        let mut guard = self.book.lock().expect("ledger lock");
+        let b = &mut *guard;
         let (mut again, mut owed) = (0, 0);
         for t in txns {
-            owed += u64::from(owe(fates, t));
-            let f = fates.get_mut(t).expect("owed above");
+            if !b.fates[group].contains_key(t) && !b.owe_unknown && !b.sent.contains_key(t) {
+                again += u64::from(!b.unexpected[group].insert(*t));
+                continue;
+            }
+            owed += u64::from(owe(&mut b.fates[group], t));
+            let f = b.fates[group].get_mut(t).expect("owed above");
             f.deliveries += 1;
             again += u64::from(f.deliveries > 1);
         }
         b.owed += owed;
         again
+    }
+
+    /// What the producers saw of `txn`'s push, for the history's checks.
+    pub fn push_of(&self, txn: &TxnHash) -> Pushed {
+        let b = self.book.lock().expect("ledger lock");
+        match b.sent.get(txn) {
+            Some(Sent::Failed) => Pushed::Failed,
+            Some(Sent::InFlight) => Pushed::Booked,
+            None if b.fates.iter().any(|f| f.contains_key(txn)) => Pushed::Booked,
+            None => Pushed::Never,
+        }
     }
 
     /// Records an ack answer; returns true when this is the message's first successful ack.
@@ -138,6 +206,9 @@ impl Ledger {
         dropped: bool,
     ) -> bool {
         let mut b = self.book.lock().expect("ledger lock");
+        if !b.fates[group].contains_key(txn) && b.unexpected[group].contains(txn) {
+            return false;
+        }
         b.owed += u64::from(owe(&mut b.fates[group], txn));
         let f = b.fates[group].get_mut(txn).expect("owed above");
         let was_resolved = f.resolved();
@@ -220,6 +291,7 @@ pub fn reconcile(fates: &[ByTxn<Fate>], dlq: Option<&[TxnSet]>, drained: bool) -
         for (txn, f) in fates {
             a.pushed += 1;
             a.duplicates += f.deliveries.saturating_sub(1) as u64;
+            a.exactly_once += u64::from(f.deliveries == 1 && f.resolved());
             if in_dlq.is_some_and(|s| s.contains(txn)) {
                 a.dead_lettered += 1;
             } else if dlq.is_none() && f.dead_lettered && !f.acked {
@@ -283,6 +355,7 @@ mod tests {
                 lost: 1,
                 undrained: 0,
                 duplicates: 1,
+                exactly_once: 1,
                 drained: true,
                 ..Default::default()
             }
@@ -334,14 +407,49 @@ mod tests {
         assert!(!a.proven(), "nor that nothing was lost");
     }
 
+    /// A push whose answer was lost (e.g. to a killed broker) may have been stored: once
+    /// delivered it is owed like any other.
     #[test]
-    fn a_delivery_no_push_booked_is_owed_until_resolved() {
+    fn a_delivery_of_a_failed_push_is_owed_until_resolved() {
         let l = Ledger::new(1);
         l.pushed(&[h("a")]);
+        l.sending(&[h("stored-but-unanswered")]);
+        l.push_failed(&[h("stored-but-unanswered")]);
+        assert_eq!(l.backlog(), 1, "a failed push owes nothing until delivered");
         l.delivered(0, &[h("a"), h("stored-but-unanswered")]);
+        assert_eq!(l.push_of(&h("stored-but-unanswered")), Pushed::Failed);
         l.answered(0, &h("stored-but-unanswered"), true, false, false);
         assert_eq!(l.backlog(), 1, "`a` is still owed");
         l.answered(0, &h("a"), true, false, false);
         assert_eq!(l.backlog(), 0);
+    }
+
+    #[test]
+    fn a_delivery_nobody_pushed_is_unexpected_and_owes_nothing() {
+        let l = Ledger::new(1);
+        l.pushed(&[h("a")]);
+        l.sending(&[h("in-flight")]);
+        assert_eq!(l.delivered(0, &[h("a"), h("invented"), h("in-flight")]), 0);
+        assert_eq!(
+            l.delivered(0, &[h("invented")]),
+            1,
+            "a redelivery all the same"
+        );
+        assert!(!l.answered(0, &h("invented"), true, false, false));
+        assert_eq!(l.push_of(&h("invented")), Pushed::Never);
+        assert_eq!(
+            l.push_of(&h("in-flight")),
+            Pushed::Booked,
+            "popped before its answer"
+        );
+        l.answered(0, &h("a"), true, false, false);
+        l.answered(0, &h("in-flight"), true, false, false);
+        assert_eq!(l.backlog(), 0, "the invented message is no obligation");
+        let a = l.audit(&[TxnSet::default()], true);
+        assert_eq!((a.pushed, a.acked, a.lost, a.exactly_once), (2, 2, 0, 2));
+        let shard = Ledger::new(1);
+        shard.owe_unknown_deliveries();
+        shard.delivered(0, &[h("pushed-by-another-shard")]);
+        assert_eq!(shard.backlog(), 1);
     }
 }

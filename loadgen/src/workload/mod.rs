@@ -98,6 +98,8 @@ pub struct CellContext {
     /// peer cell (its workers hold their own PostgreSQL connections).
     pub fleet: Option<Fleet>,
     pub ledger: Ledger,
+    /// Every delivery to the HTTP workers, for the guarantee checks.
+    pub history: crate::history::History,
     pub latency: Recorder,
     pub counters: Counters,
     /// How the broker's answers departed from this workspace's wire.
@@ -117,6 +119,7 @@ impl CellContext {
         CellContext {
             fleet,
             ledger: Ledger::new(groups),
+            history: crate::history::History::default(),
             latency: Recorder::default(),
             counters: Counters::default(),
             variants: answers::Variants::default(),

@@ -84,6 +84,7 @@ pub async fn prefill(
     while seq * (batch as u64) < messages {
         let left = messages - seq * batch as u64;
         writer.write(seq, None, left.min(batch as u64) as u32);
+        ctx.ledger.sending(&writer.hashes);
         plan.queue.produce(&client, &writer.produced()).await?;
         ctx.ledger.pushed(&writer.hashes);
         Counters::bump(&ctx.counters.pushed_messages, writer.hashes.len() as u64);
@@ -178,6 +179,7 @@ async fn produce(plan: PeerPlan, id: u32, ctx: Arc<CellContext>) {
             let lag = Instant::now().saturating_duration_since(intended);
             ctx.latency.record("schedule_lag", lag);
         }
+        ctx.ledger.sending(&writer.hashes);
         let sent = plan.queue.produce(&client, &writer.produced()).await;
         Counters::bump(&ctx.counters.push_requests, 1);
         match sent {
@@ -186,7 +188,10 @@ async fn produce(plan: PeerPlan, id: u32, ctx: Arc<CellContext>) {
                 ctx.ledger.pushed(&writer.hashes);
                 Counters::bump(&ctx.counters.pushed_messages, writer.hashes.len() as u64);
             }
-            Err(e) => ctx.error(format!("produce: {e}")),
+            Err(e) => {
+                ctx.ledger.push_failed(&writer.hashes);
+                ctx.error(format!("produce: {e}"))
+            }
         }
         drop(in_flight);
         seq += 1;

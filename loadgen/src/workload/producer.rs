@@ -106,16 +106,21 @@ impl Pusher {
     /// with a result per item; a 200 with the same array (Queen's) means the same.
     pub async fn push(&mut self, ctx: &CellContext) -> Result<(), ClientError> {
         let body = self.writer.body.written();
+        ctx.ledger.sending(&self.writer.hashes);
         let answer = self
             .conn
             .post_any(routes::PUSH, body, &[StatusCode::CREATED, StatusCode::OK])
             .await;
         Counters::bump(&ctx.counters.push_requests, 1);
-        let (status, answer) = answer?;
+        let failed = |e| {
+            ctx.ledger.push_failed(&self.writer.hashes);
+            e
+        };
+        let (status, answer) = answer.map_err(failed)?;
         if status == StatusCode::OK {
             ctx.variants.saw(Variant::PushAnswered200);
         }
-        let results: Vec<PushResultRef<'_>> = parse("push", &answer)?;
+        let results: Vec<PushResultRef<'_>> = parse("push", &answer).map_err(failed)?;
         let queued = results.iter().filter(|r| r.status == "queued").count();
         Counters::bump(&ctx.counters.pushed_messages, queued as u64);
         ctx.ledger.pushed(&self.writer.hashes);

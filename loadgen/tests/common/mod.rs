@@ -2,6 +2,7 @@
 //! `ackbench` binary built for this test run, a lock that keeps real runs one at a time, and a
 //! server answering as the recorded Queen did (`recorded_queen`).
 
+pub mod proxy;
 pub mod recorded_queen;
 
 use std::ffi::OsStr;

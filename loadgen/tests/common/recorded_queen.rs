@@ -150,7 +150,7 @@ async fn serve(mut stream: TcpStream, shared: Shared) {
 }
 
 /// Reads one request (head and content-length body); `None` when the client closed.
-async fn read_request(
+pub async fn read_request(
     stream: &mut TcpStream,
     buf: &mut Vec<u8>,
 ) -> Option<(String, String, Vec<u8>)> {

@@ -12,6 +12,7 @@ mod capacity;
 mod end_to_end;
 mod faults;
 mod gates;
+mod guarantees;
 mod queen_target;
 mod scenario_parsing;
 mod shards;

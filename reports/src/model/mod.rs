@@ -9,6 +9,7 @@ mod chart;
 mod comparison;
 mod faults;
 mod format;
+mod guarantees;
 mod latency;
 mod peers;
 mod series;
@@ -21,6 +22,7 @@ pub use chart::*;
 pub use comparison::{CompareCell, CompareRow, Comparison};
 pub use faults::FaultRow;
 pub use format::{format_count, format_number, format_ratio, format_value};
+pub use guarantees::GuaranteeRow;
 pub use latency::spectrum_points;
 pub use peers::{peer_tables, PeerRow, PeerTable, PEERS, PEER_FIGURES, PEER_NOTE};
 pub use tables::{
@@ -57,6 +59,8 @@ pub struct RunModel {
     pub glance: Vec<GlanceRow>,
     pub summary: Vec<SummaryRow>,
     pub audit: Vec<AuditRow>,
+    /// "Guarantees": per cell, each guarantee judged over the history (none when unchecked).
+    pub guarantees: Vec<GuaranteeRow>,
     pub gates: Vec<GateRow>,
     /// "Against the peers": one table per peer queue that ran (none without peers).
     pub peers: Vec<PeerTable>,
@@ -255,6 +259,7 @@ fn run_model(r: &Results, tag: &str, label: &str) -> RunModel {
         glance: tables::glance_rows(r),
         summary: tables::summary_rows(r),
         audit: tables::audit_rows(r),
+        guarantees: guarantees::guarantee_rows(r),
         gates: tables::gate_rows(r),
         peers: peers::peer_tables(r),
         faults: faults::fault_rows(r),

@@ -259,7 +259,7 @@ pub(super) fn summary_rows(r: &Results) -> Vec<SummaryRow> {
                 .iter()
                 .map(|&d| figure_cell(d, c, base))
                 .collect(),
-            audit: c.summary.audit,
+            audit: c.summary.audit.clone(),
             audit_text: audit_text(&c.summary.audit),
             audit_passed: c.summary.audit.passed(),
         })
@@ -327,7 +327,7 @@ pub(super) fn glance_rows(r: &Results) -> Vec<GlanceRow> {
         .map(|c| {
             let get = |k: &str| figure_cell(figure_def(k).expect("known figure"), c, base);
             let cpa = get("commits_per_ack");
-            let a = c.summary.audit;
+            let a = &c.summary.audit;
             GlanceRow {
                 cell: c.name.clone(),
                 commits_saved_text: commits_saved_text(c, base, &cpa),
@@ -352,7 +352,7 @@ pub(super) fn audit_rows(r: &Results) -> Vec<AuditRow> {
     let row = |cell: &str, round: Option<u32>, audit: &Audit| AuditRow {
         cell: cell.to_string(),
         round,
-        audit: *audit,
+        audit: audit.clone(),
         verdict: audit_text(audit),
     };
     let totals = r.cells.iter().map(|c| row(&c.name, None, &c.summary.audit));

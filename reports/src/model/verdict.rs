@@ -336,7 +336,9 @@ fn headline(r: &Results, status: Status) -> String {
         (n, failed) => format!("{failed}/{n} gates FAILED"),
     };
     let undrained: u64 = r.cells.iter().map(|c| c.summary.audit.undrained).sum();
+    let broken = !super::guarantees::broken_words(r).is_empty();
     let audit = match (lost(r), undrained) {
+        (0, 0) if broken => "audit FAILED, guarantees broken".to_string(),
         (0, 0) => "audit passed, 0 lost".to_string(),
         (0, n) if r.complete => format!("audit FAILED, {} undrained", group_thousands(n as f64)),
         (0, n) => format!("0 lost, {} undrained", group_thousands(n as f64)),
@@ -355,6 +357,7 @@ fn headline(r: &Results, status: Status) -> String {
 pub(super) fn verdict(r: &Results) -> Verdict {
     let mut items = incomplete_items(r);
     items.push(audit_item(r));
+    items.extend(super::guarantees::guarantees_item(r));
     items.extend(cell_warnings(r));
     items.push(gates_item(r));
     let status = if items.iter().any(|(s, _)| *s == Status::Failed) {

@@ -48,6 +48,7 @@ pub(super) fn body(m: &ReportModel, charts: &[Markup]) -> Markup {
         }
         @for c in charts { (c) }
         @for run in &m.runs { (audit(run)) }
+        @for run in &m.runs { (guarantees(run)) }
         @for run in &m.runs { (faults(run)) }
         @for run in &m.runs { (gates(run)) }
         @if compared {
@@ -395,6 +396,46 @@ fn audit_table(class: &str, rows: &[&AuditRow]) -> Markup {
             } }
             tbody { @for r in rows { (audit_row(r)) } }
         } }
+    }
+}
+
+/// The guarantees judged over each cell's history of deliveries (absent when none was checked).
+fn guarantees(run: &RunModel) -> Markup {
+    html! {
+        @if !run.guarantees.is_empty() {
+            section id=(run_id("guarantees", run)) {
+                h2 { (tag_prefix(run)) "Guarantees" }
+                p class="help" {
+                    "Judged over the client's history of every delivery (consumer, lease, pop and \
+                     ack times, the ack's answer), with bounds a correct broker cannot fail: a lease \
+                     is certainly held from its pop's answer until the first ack under it is sent \
+                     or the pop's send plus the lease time (less 100 ms); an ack is certainly \
+                     applied once answered. A promised guarantee broken fails the run; the others \
+                     are counted."
+                }
+                div class="scroll" { table class="guarantees" {
+                    thead { tr {
+                        th class="l" { "cell" } th class="l" { "guarantee" }
+                        th class="l" { "what is checked" } th { "promised" } th { "count" }
+                        th class="l" { "verdict" } th class="l" { "first examples" }
+                    } }
+                    tbody { @for g in &run.guarantees {
+                        @let class = match g.verdict { "BROKEN" => "l bad", "held" => "l ok", _ => "l" };
+                        tr data-cell=(g.cell) data-key=(g.name) {
+                            th scope="row" { (swatch(&g.cell)) (g.cell) }
+                            td class="l" { code { (g.name) } }
+                            td class="l wrap" { (g.checks) }
+                            td { (if g.promised { "yes" } else { "no" }) }
+                            td { (format_count(g.count)) }
+                            td class=(class) { (g.verdict) }
+                            td class="l wrap" {
+                                @for e in &g.examples { div { (e) } }
+                            }
+                        }
+                    } }
+                } }
+            }
+        }
     }
 }
 

@@ -51,6 +51,10 @@ impl QueenCell {
         let groups = cr.scenario.consumers.group_names();
         let fleet = Fleet::new(&self.site.brokers, self.sticky);
         let ctx = Arc::new(CellContext::new(Some(fleet), groups.len()));
+        if cr.shard.is_sharded() {
+            // Other shards push what this shard's consumers pop.
+            ctx.ledger.owe_unknown_deliveries();
+        }
         workers::prefill(cr, &queue, &ctx, progress).await?;
         let workers = workers::spawn_workers(cr, &queue, &ctx);
         Ok(Running {
