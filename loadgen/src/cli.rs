@@ -17,7 +17,7 @@ use crate::lifecycle::faults::refuse_unavailable;
 use crate::lifecycle::target::Env;
 use crate::options::{CapacityOptions, RunOptions};
 use crate::run::{self, audit_words, figure_text};
-use crate::scenario::{Cell, Overrides, Scenario};
+use crate::scenario::{Cell, DatabaseSide, Overrides, Scenario};
 use crate::shard::{self, Shard};
 
 /// `ackbench run`: runs the scenario's cells round by round, writes results.json and
@@ -53,7 +53,7 @@ pub async fn run(opts: RunOptions) -> u8 {
     if let Err(e) = std::fs::create_dir_all(&out_dir) {
         return fail(&format!("--out {}: {e}", out_dir.display()));
     }
-    let env = match Env::prepare(&opts.target, out_dir.clone()).await {
+    let env = match Env::prepare(&opts.target, scenario.database_side(), out_dir.clone()).await {
         Ok(env) => env.for_shard(shard, opts.run_id.as_deref()),
         Err(e) => return fail(&e),
     };
@@ -219,7 +219,12 @@ pub async fn capacity(opts: CapacityOptions) -> u8 {
     if let Err(e) = std::fs::create_dir_all(&out_dir) {
         return fail(&format!("--out {}: {e}", out_dir.display()));
     }
-    let env = match Env::prepare(&opts.target, out_dir.clone()).await {
+    // Capacity fires no faults: the standby (replication's cost) without the relays.
+    let side = DatabaseSide {
+        relay: false,
+        ..scenario.database_side()
+    };
+    let env = match Env::prepare(&opts.target, side, out_dir.clone()).await {
         Ok(env) => env,
         Err(e) => return fail(&e),
     };

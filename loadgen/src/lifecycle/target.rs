@@ -11,7 +11,7 @@ use super::CellRound;
 use crate::client::{BrokerClient, Fleet};
 use crate::options::TargetOptions;
 use crate::peer::{Driver, PeerKind, Setup};
-use crate::scenario::{Cell, Routing};
+use crate::scenario::{Cell, DatabaseSide, Replication, Routing};
 use crate::shard::Shard;
 use crate::target::broker::BrokerProcess;
 use crate::target::broker_binary;
@@ -39,8 +39,20 @@ pub struct Env {
 impl Env {
     /// Starts (or connects to) the PostgreSQL, locates (or builds) the broker binary, and
     /// learns the external broker's profile.
-    pub async fn prepare(options: &TargetOptions, out_dir: PathBuf) -> Result<Env, String> {
+    /// `side` says what the throwaway cluster needs for the scenario's faults (a standby, the
+    /// relays).
+    pub async fn prepare(
+        options: &TargetOptions,
+        side: DatabaseSide,
+        out_dir: PathBuf,
+    ) -> Result<Env, String> {
         let named = named_kind(options)?;
+        if options.database_url.is_some() && side.replication != Replication::None {
+            return Err(format!(
+                "[postgres] replication = \"{}\" sets up the throwaway cluster's standby: drop --database-url",
+                side.replication.name()
+            ));
+        }
         // The broker first: building it is what takes long on a fresh clone, so say so at once.
         let broker_bin = match &options.broker_url {
             Some(_) => None,
@@ -56,7 +68,7 @@ impl Env {
             }
             (None, None) => {
                 eprintln!("ackbench: starting a throwaway PostgreSQL cluster ...");
-                Some(Postgres::embedded().await?)
+                Some(Postgres::embedded(side).await?)
             }
         };
         let (profile, run_tag) = match &options.broker_url {
@@ -204,7 +216,8 @@ impl Target {
             .as_ref()
             .ok_or("an embedded broker needs a database")?;
         let database_url = pg.fresh_database(&db_name).await?;
-        let processes = start_brokers(env, cr, tag, &database_url).await?;
+        let broker_url = pg.broker_url_of(&db_name);
+        let processes = start_brokers(env, cr, tag, &broker_url).await?;
         let brokers: Vec<BrokerClient> = processes.iter().map(|p| env.client_of(&p.url)).collect();
         Ok(Target {
             client: brokers.first().cloned(),
