@@ -113,7 +113,10 @@ impl Injector<'_> {
             }
             FaultKind::RestartPostgres => quiet(self.embedded()?.restart_primary().await),
             FaultKind::PausePostgres => quiet(self.embedded()?.pause_primary(length).await),
-            FaultKind::FailoverPostgres => self.embedded()?.failover().await,
+            FaultKind::FailoverPostgres => {
+                let database = self.target.database.as_ref().map(|(name, _)| name.as_str());
+                self.embedded()?.failover(length, database).await
+            }
             FaultKind::PartitionPostgres => self.hold_link(Link::Cut, length).await,
             FaultKind::LatencyPostgres => {
                 let delay = Duration::from_millis(fault.delay_ms);

@@ -6,7 +6,8 @@
 //! `pause_consumers` (consumers hold what they popped without acking for `duration_ms`). From
 //! the database's side: `restart_postgres` (immediate-mode restart of the throwaway cluster),
 //! `failover_postgres` (SIGKILL the primary, promote its standby: needs `[postgres]
-//! replication`), `partition_postgres` (the broker's database connections cut for
+//! replication`; with `lag_ms`, the primary's WAL sender is frozen that long first, a standby
+//! lagging as over a slow link), `partition_postgres` (the broker's database connections cut for
 //! `duration_ms`), `latency_postgres` (`delay_ms` added each way for `duration_ms`),
 //! `kill_pg_backends` (`pg_terminate_backend` of the broker's sessions) and `pause_postgres`
 //! (SIGSTOP of the server's processes, SIGCONT after `duration_ms`). Each fault must end inside
@@ -85,14 +86,13 @@ impl FaultKind {
     fn length_key(self) -> Option<&'static str> {
         match self {
             FaultKind::KillBroker => Some("restart_after_ms"),
+            FaultKind::FailoverPostgres => Some("lag_ms"),
             FaultKind::PauseBroker
             | FaultKind::PauseConsumers
             | FaultKind::PartitionPostgres
             | FaultKind::LatencyPostgres
             | FaultKind::PausePostgres => Some("duration_ms"),
-            FaultKind::RestartPostgres
-            | FaultKind::FailoverPostgres
-            | FaultKind::KillPgBackends => None,
+            FaultKind::RestartPostgres | FaultKind::KillPgBackends => None,
         }
     }
 }
@@ -155,6 +155,7 @@ pub(crate) struct FaultFile {
     pub restart_after_ms: Option<u64>,
     pub duration_ms: Option<u64>,
     pub delay_ms: Option<u64>,
+    pub lag_ms: Option<u64>,
 }
 
 /// A validated fault step.
@@ -163,8 +164,9 @@ pub struct Fault {
     pub kind: FaultKind,
     /// Seconds from the start of the measured window.
     pub at_secs: f64,
-    /// How long the fault lasts: the broker's downtime, or the pause (0 for a PostgreSQL
-    /// restart, which lasts as long as the restart takes).
+    /// How long the fault lasts: the broker's downtime, the pause, the cut or the delay, a
+    /// failover's lag before the kill (0 for a PostgreSQL restart, a failover without lag or
+    /// backends terminated, which last as long as they take).
     pub length_ms: u64,
     /// `latency_postgres`: the delay added to each direction of the broker's database traffic
     /// (0 for the other kinds).
@@ -262,9 +264,10 @@ fn delay(raw: &FaultFile, path: &str, loc: &Locator) -> Result<u64, ScenarioErro
     }
 }
 
-/// `restart_after_ms` belongs to `kill_broker`, `duration_ms` to the pauses.
+/// `restart_after_ms` belongs to `kill_broker`, `duration_ms` to the pauses and link faults,
+/// `lag_ms` to `failover_postgres`.
 fn refuse_foreign_length(kind: FaultKind, path: &str, loc: &Locator) -> Result<(), ScenarioError> {
-    for key in ["restart_after_ms", "duration_ms"] {
+    for key in ["restart_after_ms", "duration_ms", "lag_ms"] {
         let full = format!("{path}.{key}");
         if kind.length_key() != Some(key) && loc.has(&full) {
             let message = format!("{full} does not apply to kind = \"{}\"", kind.name());
@@ -281,17 +284,18 @@ fn required_length(
     loc: &Locator,
 ) -> Result<u64, ScenarioError> {
     let full = format!("{path}.{key}");
-    let value = if key == "restart_after_ms" {
-        raw.restart_after_ms
-    } else {
-        raw.duration_ms
+    let value = match key {
+        "restart_after_ms" => raw.restart_after_ms,
+        "lag_ms" => Some(raw.lag_ms.unwrap_or(0)),
+        _ => raw.duration_ms,
     };
     let Some(ms) = value else {
         let message = format!("{full} is required for kind = \"{}\"", raw.kind.name());
         return Err(loc.invalid_at(loc.line_of(path), &full, message));
     };
-    if ms == 0 || ms > MAX_LENGTH_MS {
-        let message = format!("{full} must be between 1 and {MAX_LENGTH_MS}, got {ms}");
+    let least = u64::from(key != "lag_ms");
+    if ms < least || ms > MAX_LENGTH_MS {
+        let message = format!("{full} must be between {least} and {MAX_LENGTH_MS}, got {ms}");
         return Err(loc.invalid(&full, message));
     }
     Ok(ms)

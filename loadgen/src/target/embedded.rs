@@ -125,38 +125,51 @@ impl Embedded {
         blocking(move || primary.continue_processes(&pids).map_err(err)).await
     }
 
-    /// SIGKILLs the primary's every process and promotes the standby (`failover_postgres`).
-    /// Returns what the failover could have lost: how far the standby's WAL was behind what the
-    /// primary had flushed just before the kill.
-    pub async fn failover(&self) -> Result<String, String> {
+    /// SIGKILLs the primary's every process and promotes the standby (`failover_postgres`),
+    /// after freezing the primary's WAL sender for `lag` (none for zero), so the standby lags.
+    /// Returns what the failover lost, in the cell's `database`: how far the standby's WAL was
+    /// behind what the primary had flushed just before the kill, and the pushes and cursor
+    /// advances the primary had and the standby did not.
+    pub async fn failover(&self, lag: Duration, database: Option<&str>) -> Result<String, String> {
         let standby = self.standby().ok_or(
             "no standby to promote: an earlier failover in this cell round used it up",
         )?;
         let primary = self.primary();
-        let flushed = flushed_lsn(&primary).await;
+        if !lag.is_zero() {
+            freeze_wal_sender(&primary, lag).await?;
+        }
+        let before = LogState::read(&primary, database).await;
         let killed = primary.clone();
         blocking(move || killed.kill_processes().map_err(err)).await?;
-        let behind = bytes_behind(&standby, flushed.as_deref()).await;
+        let after = LogState::read(&standby, database).await;
         let promoting = standby.clone();
         blocking(move || promoting.promote().map_err(err)).await?;
         self.primary.fetch_xor(1, Ordering::SeqCst);
         self.standby_lost.store(true, Ordering::SeqCst);
-        Ok(self.failover_note(behind))
+        Ok(self.failover_note(&before, &after))
     }
 
-    fn failover_note(&self, behind: Result<i64, String>) -> String {
+    fn failover_note(&self, before: &Result<LogState, String>, after: &Result<LogState, String>) -> String {
         let mode = self.replication.name();
-        let what = match (behind, self.replication) {
-            (Ok(0), _) => "the standby had every WAL byte the primary had flushed before the kill".to_string(),
-            (Ok(n), Replication::Sync) => format!(
-                "the standby was {n} bytes of WAL behind the primary's flushed WAL before the kill: commits the primary had not yet acknowledged (it waits for the standby)"
-            ),
-            (Ok(n), _) => format!(
-                "the standby was {n} bytes of WAL behind the primary's flushed WAL before the kill: commits in them, acknowledged or not, are gone"
-            ),
-            (Err(e), _) => format!("how far the standby was behind is unknown ({e})"),
+        let (b, a) = match (before, after) {
+            (Ok(b), Ok(a)) => (b, a),
+            (Err(e), _) | (_, Err(e)) => {
+                return format!("{mode} replication: what the standby was missing is unknown ({e})")
+            }
         };
-        format!("{mode} replication: {what}")
+        let bytes = b.wal_bytes_past(a);
+        let (pushed, advanced) = (b.pushed - a.pushed, b.consumed - a.consumed);
+        if bytes == 0 && pushed == 0 && advanced == 0 {
+            return format!("{mode} replication: the promoted standby had everything the primary had flushed");
+        }
+        let whose = match self.replication {
+            Replication::Sync => "commits the primary had not acknowledged yet (it waits for the standby)",
+            _ => "acknowledged or not, they are gone",
+        };
+        format!(
+            "{mode} replication: the promoted standby lacked {bytes} bytes of the primary's flushed WAL, \
+             {pushed} pushed messages and {advanced} messages' cursor advances (acks): {whose}"
+        )
     }
 
     /// Before a cell round: gives the pair its standby back when a failover used it up (the
@@ -208,28 +221,64 @@ fn multi_host_url(hosts: &[SocketAddr], name: &str, application: Option<&str>) -
     format!("postgres://postgres@{}/{name}{query}", list.join(","))
 }
 
-/// The primary's flushed WAL position, read just before it is killed.
-async fn flushed_lsn(primary: &Cluster) -> Result<String, String> {
+/// SIGSTOPs the primary's WAL sender and waits `lag` (it stays stopped: the kill that follows
+/// ends it).
+async fn freeze_wal_sender(primary: &Cluster, lag: Duration) -> Result<(), String> {
     let client = connect(&primary.url("postgres")).await?;
     let row = client
-        .query_one("SELECT pg_current_wal_flush_lsn()::text", &[])
-        .await
-        .map_err(pg)?;
-    Ok(row.get(0))
-}
-
-/// How many bytes of WAL the standby had not received of what the primary had flushed.
-async fn bytes_behind(standby: &Cluster, flushed: Result<&str, &String>) -> Result<i64, String> {
-    let flushed = flushed.map_err(|e| format!("the primary's position: {e}"))?;
-    let client = connect(&standby.url("postgres")).await?;
-    let row = client
         .query_one(
-            "SELECT greatest(pg_wal_lsn_diff($1::text::pg_lsn, pg_last_wal_receive_lsn()), 0)::bigint",
-            &[&flushed],
+            "SELECT pid FROM pg_stat_replication WHERE application_name = $1",
+            &[&throwaway_pg::STANDBY_NAME],
         )
         .await
-        .map_err(pg)?;
-    Ok(row.get(0))
+        .map_err(|e| format!("the WAL sender: {}", pg(e)))?;
+    let pid: i32 = row.get(0);
+    let status = tokio::process::Command::new("kill")
+        .args(["-STOP", &pid.to_string()])
+        .status()
+        .await
+        .map_err(|e| format!("kill -STOP {pid}: {e}"))?;
+    if !status.success() {
+        return Err(format!("kill -STOP {pid} (the WAL sender): {status}"));
+    }
+    tokio::time::sleep(lag).await;
+    Ok(())
+}
+
+/// What one server holds of the cell's queue log, compared across a failover.
+struct LogState {
+    /// The primary's flushed WAL, or the standby's replayed WAL, as a byte position.
+    wal: i64,
+    /// Messages pushed, over every partition (`last_offset + 1`).
+    pushed: i64,
+    /// Messages past the cursors, over every partition and group (`committed + 1`).
+    consumed: i64,
+}
+
+impl LogState {
+    /// Reads `server`'s WAL position and, in `database` when it has the log engine's tables,
+    /// its pushed and consumed counts (zero otherwise).
+    async fn read(server: &Cluster, database: Option<&str>) -> Result<LogState, String> {
+        let client = connect(&server.url(database.unwrap_or("postgres"))).await?;
+        let wal = "SELECT pg_wal_lsn_diff(CASE WHEN pg_is_in_recovery() \
+                   THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_flush_lsn() END, '0/0')::bigint";
+        let wal: i64 = client.query_one(wal, &[]).await.map_err(pg)?.get(0);
+        let counts = "SELECT (SELECT coalesce(sum(last_offset + 1), 0)::bigint FROM queen.log_partitions), \
+                      (SELECT coalesce(sum(committed + 1), 0)::bigint FROM queen.log_consumers)";
+        let (pushed, consumed) = match client.query_one(counts, &[]).await {
+            Ok(row) => (row.get(0), row.get(1)),
+            Err(_) => (0, 0),
+        };
+        Ok(LogState {
+            wal,
+            pushed,
+            consumed,
+        })
+    }
+
+    fn wal_bytes_past(&self, other: &LogState) -> i64 {
+        (self.wal - other.wal).max(0)
+    }
 }
 
 async fn blocking<T: Send + 'static>(

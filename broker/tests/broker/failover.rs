@@ -1,0 +1,120 @@
+//! A failover to an asynchronous standby that lacked the last commits: the broker, given both
+//! servers with `target_session_attrs=read-write`, follows the promotion, and what it still
+//! holds from the old primary's history (segments it wrote through to its cache, at offsets
+//! the new primary hands out again, here to another broker) is never served in place of what
+//! the new primary stores.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::common::{engine_from_env, Http};
+use ackbench_broker::{Broker, Config};
+use hyper::StatusCode;
+use serde_json::{json, Value};
+use throwaway_pg::Cluster;
+
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    tokio::task::spawn_blocking(f).await.unwrap()
+}
+
+/// Waits until the standby has replayed everything the primary flushed.
+fn wait_caught_up(primary: &Cluster) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let sql = "SELECT replay_lsn >= pg_current_wal_flush_lsn() FROM pg_stat_replication";
+    while primary.psql("postgres", sql).unwrap() != "t" {
+        assert!(Instant::now() < deadline, "the standby did not catch up");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Pushes until the broker serves the push (it answers 503 while it finds the new primary).
+async fn push_until_served(http: &Http, partition: &str, txns: &[&str]) {
+    let items: Vec<Value> = txns
+        .iter()
+        .map(|t| json!({"queue": "q", "partition": partition, "transactionId": t, "payload": {"t": t}}))
+        .collect();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let r = http.post("/api/v1/push", json!({ "items": items })).await;
+        if r.status == StatusCode::CREATED {
+            return;
+        }
+        assert_eq!(r.status, StatusCode::SERVICE_UNAVAILABLE, "{}", r.text);
+        assert!(r.headers.contains_key("retry-after"), "{}", r.text);
+        assert!(Instant::now() < deadline, "no push served: {}", r.text);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn transaction_ids(reply: &Value) -> Vec<String> {
+    reply["messages"]
+        .as_array()
+        .map(|ms| {
+            ms.iter()
+                .map(|m| m["transactionId"].as_str().unwrap().to_string())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn after_a_lossy_failover_the_broker_serves_what_the_new_primary_stores() {
+    let (primary, standby) = blocking(|| {
+        let primary = Cluster::start().unwrap();
+        let standby = Cluster::builder().start_standby_of(&primary).unwrap();
+        (Arc::new(primary), Arc::new(standby))
+    })
+    .await;
+    primary.create_database("failover").unwrap();
+    let url = format!(
+        "postgres://postgres@127.0.0.1:{},127.0.0.1:{}/failover?target_session_attrs=read-write",
+        primary.port(),
+        standby.port()
+    );
+    let start = || async {
+        let mut config = Config::for_database(url.parse().unwrap());
+        engine_from_env(&mut config);
+        Broker::start(config).await.expect("broker starts")
+    };
+    let broker = start().await;
+    let http = Http::new(broker.url());
+    http.push("q", &[("p", "kept-1"), ("p", "kept-2")]).await;
+    let p = primary.clone();
+    blocking(move || wait_caught_up(&p)).await;
+
+    // The WAL sender frozen: what the primary commits now never reaches the standby.
+    let sender = primary
+        .psql("postgres", "SELECT pid FROM pg_stat_replication")
+        .unwrap();
+    let stop = std::process::Command::new("kill")
+        .args(["-STOP", &sender])
+        .status()
+        .unwrap();
+    assert!(stop.success());
+    http.push("q", &[("p", "lost-1"), ("p", "lost-2")]).await;
+    let (p, s) = (primary.clone(), standby.clone());
+    blocking(move || {
+        p.kill_processes().unwrap();
+        s.promote().unwrap();
+    })
+    .await;
+
+    let other = start().await;
+    push_until_served(&Http::new(other.url()), "p", &["new-1", "new-2"]).await;
+    let r = loop {
+        let r = http.pop("q", "p", "batch=10").await;
+        if r.status != StatusCode::SERVICE_UNAVAILABLE {
+            break r;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text);
+    assert_eq!(
+        transaction_ids(&r.json),
+        ["kept-1", "kept-2", "new-1", "new-2"],
+        "{}",
+        r.text
+    );
+    other.shutdown().await;
+    broker.shutdown().await;
+}
