@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
 use ackbench_reports::recovery::recovery_secs;
-use ackbench_reports::results::{FaultEvent, SecondSample};
+use ackbench_reports::results::{Audit, FaultEvent, SecondSample};
 
 use super::target::Target;
 use crate::options::TargetOptions;
@@ -217,6 +217,28 @@ async fn sleep_until_unless_cancelled(due: Instant, cancel: &watch::Receiver<boo
 pub fn with_recovery(mut events: Vec<FaultEvent>, series: &[SecondSample]) -> Vec<FaultEvent> {
     for e in events.iter_mut().filter(|e| !e.note.starts_with("skipped")) {
         e.recovery_secs = recovery_secs(series, e.at_secs, e.ended_secs);
+    }
+    events
+}
+
+/// Adds the round's audit to each failover's note: what the failover lost, as the client saw
+/// it (pushes lost with an asynchronous standby can never be delivered, so they keep the drain
+/// from finishing and count as undrained; lost acks come back as duplicates).
+pub fn with_audit(mut events: Vec<FaultEvent>, audit: &Audit) -> Vec<FaultEvent> {
+    let failovers = events
+        .iter_mut()
+        .filter(|e| e.kind == FaultKind::FailoverPostgres.name() && !e.note.starts_with("skipped"));
+    for e in failovers {
+        let mut said = format!(
+            "; the round's audit: {} lost, {} undrained, {} duplicates",
+            audit.lost, audit.undrained, audit.duplicates
+        );
+        if !audit.drained && audit.undrained > 0 {
+            said.push_str(
+                " (the drain did not finish: messages whose push the failover lost are never delivered)",
+            );
+        }
+        e.note.push_str(&said);
     }
     events
 }

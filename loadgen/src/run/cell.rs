@@ -9,7 +9,7 @@ use tokio::sync::watch;
 use ackbench_reports::results::{Audit, BrokerFigures, FaultEvent, RoundResults, SecondSample};
 use ackbench_reports::stats::encode_histogram;
 
-use crate::lifecycle::faults::{with_recovery, Injector};
+use crate::lifecycle::faults::{with_audit, with_recovery, Injector};
 use crate::lifecycle::phases::Workload;
 use crate::lifecycle::target::{Env, Target};
 use crate::lifecycle::window::{self, Edge, Tick, Window};
@@ -243,8 +243,8 @@ impl Measured {
             broker_metrics: self.broker.clone(),
             brokers: self.brokers.clone(),
             audit,
+            faults: with_audit(seen.faults, &audit),
             series: seen.series,
-            faults: seen.faults,
             wire_variants: ctx.variants.snapshot(),
             histograms: histograms
                 .iter()

@@ -131,9 +131,9 @@ impl Embedded {
     /// behind what the primary had flushed just before the kill, and the pushes and cursor
     /// advances the primary had and the standby did not.
     pub async fn failover(&self, lag: Duration, database: Option<&str>) -> Result<String, String> {
-        let standby = self.standby().ok_or(
-            "no standby to promote: an earlier failover in this cell round used it up",
-        )?;
+        let standby = self
+            .standby()
+            .ok_or("no standby to promote: an earlier failover in this cell round used it up")?;
         let primary = self.primary();
         if !lag.is_zero() {
             freeze_wal_sender(&primary, lag).await?;
@@ -149,7 +149,11 @@ impl Embedded {
         Ok(self.failover_note(&before, &after))
     }
 
-    fn failover_note(&self, before: &Result<LogState, String>, after: &Result<LogState, String>) -> String {
+    fn failover_note(
+        &self,
+        before: &Result<LogState, String>,
+        after: &Result<LogState, String>,
+    ) -> String {
         let mode = self.replication.name();
         let (b, a) = match (before, after) {
             (Ok(b), Ok(a)) => (b, a),
@@ -160,10 +164,14 @@ impl Embedded {
         let bytes = b.wal_bytes_past(a);
         let (pushed, advanced) = (b.pushed - a.pushed, b.consumed - a.consumed);
         if bytes == 0 && pushed == 0 && advanced == 0 {
-            return format!("{mode} replication: the promoted standby had everything the primary had flushed");
+            return format!(
+                "{mode} replication: the promoted standby had everything the primary had flushed"
+            );
         }
         let whose = match self.replication {
-            Replication::Sync => "commits the primary had not acknowledged yet (it waits for the standby)",
+            Replication::Sync => {
+                "commits the primary had not acknowledged yet (it waits for the standby)"
+            }
             _ => "acknowledged or not, they are gone",
         };
         format!(
@@ -263,7 +271,8 @@ impl LogState {
         let wal = "SELECT pg_wal_lsn_diff(CASE WHEN pg_is_in_recovery() \
                    THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_flush_lsn() END, '0/0')::bigint";
         let wal: i64 = client.query_one(wal, &[]).await.map_err(pg)?.get(0);
-        let counts = "SELECT (SELECT coalesce(sum(last_offset + 1), 0)::bigint FROM queen.log_partitions), \
+        let counts =
+            "SELECT (SELECT coalesce(sum(last_offset + 1), 0)::bigint FROM queen.log_partitions), \
                       (SELECT coalesce(sum(committed + 1), 0)::bigint FROM queen.log_consumers)";
         let (pushed, consumed) = match client.query_one(counts, &[]).await {
             Ok(row) => (row.get(0), row.get(1)),

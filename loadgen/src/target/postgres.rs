@@ -129,7 +129,10 @@ impl Postgres {
         match &self.server {
             Server::Embedded(e) => e.broker_url(name),
             Server::External(_) => {
-                format!("{}?application_name={BROKER_APPLICATION}", self.url_of(name))
+                format!(
+                    "{}?application_name={BROKER_APPLICATION}",
+                    self.url_of(name)
+                )
             }
         }
     }

@@ -231,7 +231,10 @@ mod tests {
         s.read_exact(&mut back).await.unwrap();
         let delayed = started.elapsed();
         assert!(delayed >= Duration::from_millis(300), "{delayed:?}");
-        assert!(delayed < Duration::from_millis(1500), "pipelined: {delayed:?}");
+        assert!(
+            delayed < Duration::from_millis(1500),
+            "pipelined: {delayed:?}"
+        );
         assert_eq!(back, [[0u8; 10], [1; 10], [2; 10]].concat());
         relays.set(Link::Pass);
         let started = Instant::now();
@@ -250,7 +253,11 @@ mod tests {
         assert_eq!(round_trip(&mut open, b"during").await, None);
         let mut fresh = TcpStream::connect(relays.addresses()[0]).await.unwrap();
         assert_eq!(round_trip(&mut fresh, b"during").await, None);
-        assert_eq!(accepted.load(Ordering::Relaxed), 1, "nothing reached upstream");
+        assert_eq!(
+            accepted.load(Ordering::Relaxed),
+            1,
+            "nothing reached upstream"
+        );
         assert_eq!(relays.cut_connections(), 2);
         relays.set(Link::Pass);
         let mut after = TcpStream::connect(relays.addresses()[0]).await.unwrap();
