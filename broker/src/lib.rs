@@ -62,7 +62,12 @@ impl Broker {
     /// serving.
     pub async fn start(config: Config) -> Result<Broker, String> {
         let timeline = Arc::new(storage::Timeline::default());
-        let pool = storage::pool_watching(&config.database, config.pool_size, timeline.clone())?;
+        let pool = storage::pool_watching(
+            &config.database,
+            config.pool_size,
+            Some(Duration::from_millis(config.pool_timeout_ms)),
+            timeline.clone(),
+        )?;
         storage::startup::migrate(&config.database).await?;
         let listener = TcpListener::bind(config.listen)
             .await

@@ -10,8 +10,11 @@ pub mod startup;
 pub mod timeline;
 
 use std::sync::Arc;
+use std::time::Duration;
 
-use deadpool_postgres::{Hook, HookError, Manager, ManagerConfig, Object, Pool, RecyclingMethod};
+use deadpool_postgres::{
+    Hook, HookError, Manager, ManagerConfig, Object, Pool, RecyclingMethod, Runtime, Timeouts,
+};
 use tokio_postgres::NoTls;
 use uuid::Uuid;
 
@@ -22,17 +25,20 @@ use crate::segment::{self, Frame};
 /// SQLSTATE `data_corrupted`: what a stored segment that cannot be unpacked is reported as.
 const DATA_CORRUPTED: &str = "XX001";
 
-/// Builds the pool; connections are opened lazily.
+/// Builds the pool; connections are opened lazily (no bound on waiting for one).
 pub fn pool(database: &tokio_postgres::Config, size: usize) -> Result<Pool, String> {
-    pool_watching(database, size, Arc::new(Timeline::default()))
+    pool_watching(database, size, None, Arc::new(Timeline::default()))
 }
 
 /// Builds the pool; connections are opened lazily, each telling `timeline` which WAL timeline
 /// it reached before it is used. With several hosts and `target_session_attrs=read-write` in
 /// the database URL, a connection opened after a failover reaches the promoted server.
+/// `timeout` bounds waiting for a free connection, opening one and checking one for reuse (a
+/// request past it gets the pool's error: 503).
 pub fn pool_watching(
     database: &tokio_postgres::Config,
     size: usize,
+    timeout: Option<Duration>,
     timeline: Arc<Timeline>,
 ) -> Result<Pool, String> {
     let manager = Manager::from_config(
@@ -55,6 +61,12 @@ pub fn pool_watching(
     });
     Pool::builder(manager)
         .max_size(size)
+        .timeouts(Timeouts {
+            wait: timeout,
+            create: timeout,
+            recycle: timeout,
+        })
+        .runtime(Runtime::Tokio1)
         .post_create(watch)
         .build()
         .map_err(|e| format!("cannot build the connection pool: {e}"))

@@ -118,3 +118,54 @@ async fn after_a_lossy_failover_the_broker_serves_what_the_new_primary_stores() 
     other.shutdown().await;
     broker.shutdown().await;
 }
+
+/// Sends `n` pushes at once and returns each one's status and how long it took.
+async fn pushes_at_once(http: &Http, n: usize) -> Vec<(StatusCode, Duration)> {
+    let sends = (0..n).map(|i| async move {
+        let started = Instant::now();
+        let body = json!({"items": [{"queue": "q", "partition": format!("f{i}"), "payload": i}]});
+        let r = http.post("/api/v1/push", body).await;
+        (r.status, started.elapsed())
+    });
+    futures_util::future::join_all(sends).await
+}
+
+#[tokio::test]
+async fn a_frozen_database_gets_requests_answered_503_within_the_pool_timeout() {
+    let cluster = Arc::new(blocking(|| Cluster::start().unwrap()).await);
+    let url = cluster.create_database("frozen").unwrap();
+    let mut config = Config::for_database(url.parse().unwrap());
+    engine_from_env(&mut config);
+    config.pool_size = 2;
+    config.pool_timeout_ms = 300;
+    let broker = Broker::start(config).await.expect("broker starts");
+    let http = Http::new(broker.url());
+    http.push("q", &[("p", "before")]).await;
+
+    let c = cluster.clone();
+    let pids = blocking(move || c.stop_processes().unwrap()).await;
+    let c = cluster.clone();
+    let thaw = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        blocking(move || c.continue_processes(&pids).unwrap()).await;
+    });
+    // The pool's two connections are taken by requests that wait out the freeze; every other
+    // request is answered 503 once the pool timeout passes.
+    let answers = pushes_at_once(&http, 8).await;
+    let quick: Vec<_> = answers
+        .iter()
+        .filter(|(status, took)| {
+            *status == StatusCode::SERVICE_UNAVAILABLE && *took < Duration::from_millis(2500)
+        })
+        .collect();
+    assert!(quick.len() >= 6, "{answers:?}");
+    assert!(
+        answers
+            .iter()
+            .all(|(s, _)| *s == StatusCode::CREATED || *s == StatusCode::SERVICE_UNAVAILABLE),
+        "{answers:?}"
+    );
+    thaw.await.unwrap();
+    push_until_served(&http, "p", &["after"]).await;
+    broker.shutdown().await;
+}
