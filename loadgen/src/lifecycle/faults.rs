@@ -43,6 +43,18 @@ pub fn refuse_unavailable(faults: &[Fault], target: &TargetOptions) -> Result<()
     Ok(())
 }
 
+/// How long `kill_pg_backends` waits for a broker session to be inside a transaction.
+const BUSY_WAIT: Duration = Duration::from_secs(2);
+
+/// Terminates the broker's sessions ($2) in database $1 when one of them is inside a
+/// transaction, or when $3 says to anyway; answers how many it terminated and how many were
+/// inside a transaction (one snapshot of `pg_stat_activity`).
+const TERMINATE_SQL: &str = "WITH s AS (SELECT pid, xact_start IS NOT NULL AS busy \
+       FROM pg_stat_activity WHERE datname = $1 AND application_name = $2), \
+     go AS (SELECT $3 OR coalesce(bool_or(busy), false) AS now FROM s) \
+     SELECT count(*) FILTER (WHERE CASE WHEN go.now THEN pg_terminate_backend(s.pid) ELSE false END), \
+            count(*) FILTER (WHERE go.now AND s.busy) FROM s, go";
+
 /// What the faults act on in one cell round.
 pub struct Injector<'a> {
     pub faults: &'a [Fault],
@@ -153,26 +165,29 @@ impl Injector<'_> {
     }
 
     /// `pg_terminate_backend` of every session of the cell's broker (found by its
-    /// `application_name` in the cell's database), whatever it is doing.
+    /// `application_name` in the cell's database), at a moment when at least one is inside a
+    /// transaction (waiting up to `BUSY_WAIT` for one; then whatever they are doing).
     async fn terminate_broker_sessions(&self) -> Result<String, String> {
         let (pg_server, (database, _)) = self
             .postgres
             .zip(self.target.database.as_ref())
             .ok_or("no database to find the broker's sessions in")?;
         let admin = connect(&pg_server.url_of("postgres")).await?;
-        let row = admin
-            .query_one(
-                "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)), \
-                        count(*) FILTER (WHERE xact_start IS NOT NULL) \
-                 FROM pg_stat_activity WHERE datname = $1 AND application_name = $2",
-                &[database, &BROKER_APPLICATION],
-            )
-            .await
-            .map_err(pg)?;
-        let (terminated, in_transaction): (i64, i64) = (row.get(0), row.get(1));
-        Ok(format!(
-            "{terminated} broker sessions terminated, {in_transaction} of them inside a transaction"
-        ))
+        let give_up = Instant::now() + BUSY_WAIT;
+        loop {
+            let anyway = Instant::now() >= give_up;
+            let row = admin
+                .query_one(TERMINATE_SQL, &[database, &BROKER_APPLICATION, &anyway])
+                .await
+                .map_err(pg)?;
+            let (terminated, in_transaction): (i64, i64) = (row.get(0), row.get(1));
+            if terminated > 0 || anyway {
+                return Ok(format!(
+                    "{terminated} broker sessions terminated, {in_transaction} of them inside a transaction"
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
     }
 
     fn broker(&self) -> Result<&BrokerProcess, String> {

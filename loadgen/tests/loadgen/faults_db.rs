@@ -8,7 +8,8 @@ use std::ffi::OsStr;
 
 use crate::common::{ackbench, one_real_run_at_a_time, temp_dir, written_results, Outcome};
 
-/// One cell, a 16 s window, a fault every ~2.5 s, each short enough to recover before the next.
+/// One cell, an 18 s window, a fault every 2-4 s, each short enough to recover before the next
+/// (the failover 4 s after the pause, so the pause's dip does not set its recovery level).
 const SCENARIO: &str = r#"
 name = "e2e-faults-db"
 [postgres]
@@ -32,7 +33,7 @@ long_poll_timeout_ms = 500
 lease_seconds = 2
 [run]
 warmup_secs = 2
-duration_secs = 17
+duration_secs = 18
 drain_timeout_secs = 20
 rounds = 1
 cells = ["registry+fusion"]
@@ -55,7 +56,7 @@ at_secs = 9
 duration_ms = 1000
 [[faults]]
 kind = "failover_postgres"
-at_secs = 12
+at_secs = 13
 "#;
 
 #[test]
