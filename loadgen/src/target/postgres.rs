@@ -29,7 +29,7 @@ pub const SETTINGS_THAT_MATTER: &[&str] = &[
 ];
 
 pub enum Server {
-    Embedded(Box<Embedded>),
+    Embedded(Embedded),
     External(tokio_postgres::Config),
 }
 
@@ -45,7 +45,7 @@ impl Postgres {
     pub async fn embedded(side: DatabaseSide) -> Result<Postgres, String> {
         let embedded = Embedded::start(side).await?;
         let url = embedded.url("postgres");
-        Postgres::finish(Server::Embedded(Box::new(embedded)), &url).await
+        Postgres::finish(Server::Embedded(embedded), &url).await
     }
 
     /// Uses an existing server; `pg_stat_statements` must be loaded there.
