@@ -2,7 +2,9 @@
 //! servers with `target_session_attrs=read-write`, follows the promotion, and what it still
 //! holds from the old primary's history (segments it wrote through to its cache, at offsets
 //! the new primary hands out again, here to another broker) is never served in place of what
-//! the new primary stores.
+//! the new primary stores, nor is an ack under a lease the new primary never had accepted on the
+//! strength of the broker's ack registry. A frozen database gets requests answered 503 once the
+//! pool timeout passes.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -57,8 +59,8 @@ fn transaction_ids(reply: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
-#[tokio::test]
-async fn after_a_lossy_failover_the_broker_serves_what_the_new_primary_stores() {
+/// A primary with an asynchronous standby, and the URL of database `failover` on both.
+async fn pair() -> (Arc<Cluster>, Arc<Cluster>, String) {
     let (primary, standby) = blocking(|| {
         let primary = Cluster::start().unwrap();
         let standby = Cluster::builder().start_standby_of(&primary).unwrap();
@@ -71,18 +73,20 @@ async fn after_a_lossy_failover_the_broker_serves_what_the_new_primary_stores() 
         primary.port(),
         standby.port()
     );
-    let start = || async {
-        let mut config = Config::for_database(url.parse().unwrap());
-        engine_from_env(&mut config);
-        Broker::start(config).await.expect("broker starts")
-    };
-    let broker = start().await;
-    let http = Http::new(broker.url());
-    http.push("q", &[("p", "kept-1"), ("p", "kept-2")]).await;
+    (primary, standby, url)
+}
+
+async fn start_broker(url: &str) -> Broker {
+    let mut config = Config::for_database(url.parse().unwrap());
+    engine_from_env(&mut config);
+    Broker::start(config).await.expect("broker starts")
+}
+
+/// Once the standby has everything, freezes the primary's WAL sender: what the primary
+/// commits from now on never reaches the standby.
+async fn cut_replication(primary: &Arc<Cluster>) {
     let p = primary.clone();
     blocking(move || wait_caught_up(&p)).await;
-
-    // The WAL sender frozen: what the primary commits now never reaches the standby.
     let sender = primary
         .psql("postgres", "SELECT pid FROM pg_stat_replication")
         .unwrap();
@@ -91,15 +95,41 @@ async fn after_a_lossy_failover_the_broker_serves_what_the_new_primary_stores() 
         .status()
         .unwrap();
     assert!(stop.success());
-    http.push("q", &[("p", "lost-1"), ("p", "lost-2")]).await;
+}
+
+/// SIGKILLs the primary and promotes the standby.
+async fn fail_over(primary: &Arc<Cluster>, standby: &Arc<Cluster>) {
     let (p, s) = (primary.clone(), standby.clone());
     blocking(move || {
         p.kill_processes().unwrap();
         s.promote().unwrap();
     })
     .await;
+}
 
-    let other = start().await;
+/// Sends until the answer is not a 503 (the broker finding the new primary), up to 30 s.
+async fn post_until_served(http: &Http, path: &str, body: Value) -> crate::common::Reply {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let r = http.post(path, body.clone()).await;
+        if r.status != StatusCode::SERVICE_UNAVAILABLE || Instant::now() > deadline {
+            return r;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test]
+async fn after_a_lossy_failover_the_broker_serves_what_the_new_primary_stores() {
+    let (primary, standby, url) = pair().await;
+    let broker = start_broker(&url).await;
+    let http = Http::new(broker.url());
+    http.push("q", &[("p", "kept-1"), ("p", "kept-2")]).await;
+    cut_replication(&primary).await;
+    http.push("q", &[("p", "lost-1"), ("p", "lost-2")]).await;
+    fail_over(&primary, &standby).await;
+
+    let other = start_broker(&url).await;
     push_until_served(&Http::new(other.url()), "p", &["new-1", "new-2"]).await;
     let r = loop {
         let r = http.pop("q", "p", "batch=10").await;
@@ -116,6 +146,28 @@ async fn after_a_lossy_failover_the_broker_serves_what_the_new_primary_stores() 
         r.text
     );
     other.shutdown().await;
+    broker.shutdown().await;
+}
+
+#[tokio::test]
+async fn an_ack_under_a_lease_the_new_primary_never_had_is_refused_and_the_message_returns() {
+    let (primary, standby, url) = pair().await;
+    let broker = start_broker(&url).await;
+    let http = Http::new(broker.url());
+    http.push("q", &[("p", "m-1")]).await;
+    cut_replication(&primary).await;
+    let r = http.pop("q", "p", "batch=1").await;
+    assert_eq!(transaction_ids(&r.json), ["m-1"], "{}", r.text);
+    let m = &r.json["messages"][0];
+    let ack = json!({"transactionId": m["transactionId"], "partitionId": m["partitionId"],
+                     "leaseId": m["leaseId"], "status": "completed"});
+    fail_over(&primary, &standby).await;
+
+    let r = post_until_served(&http, "/api/v1/ack", ack).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text);
+    assert_eq!(r.json[0]["success"], json!(false), "{}", r.text);
+    let again = http.pop("q", "p", "batch=1").await;
+    assert_eq!(transaction_ids(&again.json), ["m-1"], "{}", again.text);
     broker.shutdown().await;
 }
 

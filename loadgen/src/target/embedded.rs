@@ -162,7 +162,12 @@ impl Embedded {
             }
         };
         let bytes = b.wal_bytes_past(a);
-        let (pushed, advanced) = (b.pushed - a.pushed, b.consumed - a.consumed);
+        // Commits between the primary's reading and the kill may reach the standby (it then
+        // holds more than was read) or not (uncounted): hence "at least", never below zero.
+        let (pushed, advanced) = (
+            (b.pushed - a.pushed).max(0),
+            (b.consumed - a.consumed).max(0),
+        );
         if bytes == 0 && pushed == 0 && advanced == 0 {
             return format!(
                 "{mode} replication: the promoted standby had everything the primary had flushed"
@@ -175,7 +180,7 @@ impl Embedded {
             _ => "acknowledged or not, they are gone",
         };
         format!(
-            "{mode} replication: the promoted standby lacked {bytes} bytes of the primary's flushed WAL, \
+            "{mode} replication: the promoted standby lacked at least {bytes} bytes of the primary's flushed WAL, \
              {pushed} pushed messages and {advanced} messages' cursor advances (acks): {whose}"
         )
     }
@@ -229,6 +234,25 @@ fn multi_host_url(hosts: &[SocketAddr], name: &str, application: Option<&str>) -
     format!("postgres://postgres@{}/{name}{query}", list.join(","))
 }
 
+/// On a standby, waits (up to 10 s) until it has replayed all the WAL it received, so what it
+/// reads is what a promotion would start from; a primary returns at once.
+async fn wait_for_replay(client: &tokio_postgres::Client) -> Result<(), String> {
+    let caught_up = "SELECT NOT pg_is_in_recovery() \
+                     OR pg_last_wal_replay_lsn() >= pg_last_wal_receive_lsn()";
+    for _ in 0..1000 {
+        if client
+            .query_one(caught_up, &[])
+            .await
+            .map_err(pg)?
+            .get::<_, bool>(0)
+        {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    Err("the standby did not replay what it received within 10 s".into())
+}
+
 /// SIGSTOPs the primary's WAL sender and waits `lag` (it stays stopped: the kill that follows
 /// ends it).
 async fn freeze_wal_sender(primary: &Cluster, lag: Duration) -> Result<(), String> {
@@ -264,12 +288,14 @@ struct LogState {
 }
 
 impl LogState {
-    /// Reads `server`'s WAL position and, in `database` when it has the log engine's tables,
-    /// its pushed and consumed counts (zero otherwise).
+    /// Reads `server`'s WAL position (a standby's: what it received, once it has replayed it)
+    /// and, in `database` when it has the log engine's tables, its pushed and consumed counts
+    /// (zero otherwise).
     async fn read(server: &Cluster, database: Option<&str>) -> Result<LogState, String> {
         let client = connect(&server.url(database.unwrap_or("postgres"))).await?;
+        wait_for_replay(&client).await?;
         let wal = "SELECT pg_wal_lsn_diff(CASE WHEN pg_is_in_recovery() \
-                   THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_flush_lsn() END, '0/0')::bigint";
+                   THEN pg_last_wal_receive_lsn() ELSE pg_current_wal_flush_lsn() END, '0/0')::bigint";
         let wal: i64 = client.query_one(wal, &[]).await.map_err(pg)?.get(0);
         let counts =
             "SELECT (SELECT coalesce(sum(last_offset + 1), 0)::bigint FROM queen.log_partitions), \
