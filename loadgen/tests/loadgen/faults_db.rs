@@ -155,3 +155,67 @@ fn database_faults_are_refused_against_an_external_database() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A failover to an asynchronous standby whose WAL sender was frozen for a second first: the
+/// failover's note says plainly what the standby lacked, and the run ends with its audit
+/// whatever that found (pushes the standby lacked are never delivered).
+const ASYNC_SCENARIO: &str = r#"
+name = "e2e-failover-async"
+[postgres]
+replication = "async"
+[queue]
+name = "e2e-failover-async"
+partitions = 2
+[queue.options]
+lease_time = 2
+dedup_window_seconds = 0
+[producers]
+count = 1
+batch = 5
+mode = "open"
+rate = 200
+[consumers]
+count = 1
+pop_batch = 2
+lease_seconds = 2
+[run]
+warmup_secs = 1
+duration_secs = 5
+drain_timeout_secs = 4
+rounds = 1
+cells = ["registry+fusion"]
+seed = 29
+[[faults]]
+kind = "failover_postgres"
+at_secs = 1.5
+lag_ms = 1000
+"#;
+
+#[test]
+fn an_async_failover_says_what_the_standby_lacked() {
+    let _real_run = one_real_run_at_a_time();
+    let dir = temp_dir("faults-db", "async");
+    let out_dir = dir.join("out");
+    let out = ackbench(
+        &dir,
+        "run",
+        ASYNC_SCENARIO,
+        &[OsStr::new("--out"), out_dir.as_os_str()],
+    );
+    assert!(out.code == 0 || out.code == 1, "{}\n{}", out.stdout, out.stderr);
+    let results = written_results(&out_dir, &out.stderr);
+    let round = &results.cells[0].rounds[0];
+    let [failover] = &round.faults[..] else {
+        panic!("one fault: {:?}", round.faults)
+    };
+    assert!(
+        failover
+            .note
+            .starts_with("async replication: the promoted standby lacked at least ")
+            && failover.note.contains(" pushed messages and ")
+            && failover.note.contains("; the round's audit: "),
+        "{failover:?}"
+    );
+    assert!(failover.ended_secs - failover.at_secs >= 1.0, "{failover:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
