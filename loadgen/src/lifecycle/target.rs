@@ -47,11 +47,17 @@ impl Env {
         out_dir: PathBuf,
     ) -> Result<Env, String> {
         let named = named_kind(options)?;
-        if options.database_url.is_some() && side.replication != Replication::None {
-            return Err(format!(
-                "[postgres] replication = \"{}\" sets up the throwaway cluster's standby: drop --database-url",
-                side.replication.name()
-            ));
+        let external = [
+            ("--database-url", &options.database_url),
+            ("--broker-url", &options.broker_url),
+        ];
+        if let Some((flag, _)) = external.iter().find(|(_, url)| url.is_some()) {
+            if side.replication != Replication::None {
+                return Err(format!(
+                    "[postgres] replication = \"{}\" sets up the throwaway cluster's standby: drop {flag}",
+                    side.replication.name()
+                ));
+            }
         }
         // The broker first: building it is what takes long on a fresh clone, so say so at once.
         let broker_bin = match &options.broker_url {

@@ -202,7 +202,12 @@ fn an_async_failover_says_what_the_standby_lacked() {
         ASYNC_SCENARIO,
         &[OsStr::new("--out"), out_dir.as_os_str()],
     );
-    assert!(out.code == 0 || out.code == 1, "{}\n{}", out.stdout, out.stderr);
+    assert!(
+        out.code == 0 || out.code == 1,
+        "{}\n{}",
+        out.stdout,
+        out.stderr
+    );
     let results = written_results(&out_dir, &out.stderr);
     let round = &results.cells[0].rounds[0];
     let [failover] = &round.faults[..] else {
@@ -216,6 +221,9 @@ fn an_async_failover_says_what_the_standby_lacked() {
             && failover.note.contains("; the round's audit: "),
         "{failover:?}"
     );
-    assert!(failover.ended_secs - failover.at_secs >= 1.0, "{failover:?}");
+    assert!(
+        failover.ended_secs - failover.at_secs >= 1.0,
+        "{failover:?}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
