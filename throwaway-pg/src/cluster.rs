@@ -373,6 +373,8 @@ impl Cluster {
         if self.postmaster_pid().is_none() {
             return Ok(());
         }
+        // A server frozen by `stop_processes` must run to shut down.
+        let _ = self.continue_processes(&self.server_pids());
         let fast = run(&mut self.pg_ctl(&["-m", "fast", "-w", "-t", "30", "stop"]));
         let Err(fast_error) = fast else { return Ok(()) };
         run(&mut self.pg_ctl(&["-m", "immediate", "-w", "-t", "30", "stop"]))

@@ -87,3 +87,25 @@ fn a_stopped_server_answers_only_after_it_is_continued() {
     let answer = rx.recv_timeout(Duration::from_secs(10)).unwrap().unwrap();
     assert_eq!(answer, "42");
 }
+
+#[test]
+fn a_frozen_server_is_continued_and_stopped_when_dropped() {
+    let cluster = Cluster::start().unwrap();
+    let data = cluster.data_dir().to_path_buf();
+    let pids = cluster.stop_processes().unwrap();
+    let started = std::time::Instant::now();
+    drop(cluster);
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(!data.exists());
+    for pid in pids {
+        let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        assert!(
+            state.is_empty() || state.contains(") Z "),
+            "process {pid} outlived its cluster: {state}"
+        );
+    }
+}
