@@ -22,7 +22,7 @@ use crate::push::fusion::{PushFusion, Settings as PushFusionSettings, Sink};
 use crate::push::written::on_pushed;
 use crate::queue_meta::QueueMetas;
 use crate::segment_cache::SegmentCache;
-use crate::storage::DbError;
+use crate::storage::{DbError, Timeline};
 
 pub struct App {
     pub config: Config,
@@ -51,15 +51,24 @@ pub struct App {
     pub sealer: Option<Arc<Sealer>>,
     /// Queues' push-relevant options (maxSize, encryption), held briefly.
     pub queue_metas: QueueMetas,
+    /// The database history the pool's connections reach; a failover to another one drops
+    /// the segment cache (`storage::timeline`).
+    pub timeline: Arc<Timeline>,
 }
 
 impl App {
     /// Builds the shared state; starts the fusion engines' shard tasks (so call it inside the
     /// runtime). Push fusion reports committed segments to `on_pushed` through a weak handle
     /// on the state, so its tasks never keep the state alive.
-    pub fn start(config: Config, pool: Pool) -> Arc<App> {
+    pub fn start(config: Config, pool: Pool, timeline: Arc<Timeline>) -> Arc<App> {
         Arc::new_cyclic(|me: &Weak<App>| {
-            let mut app = App::new(config, pool);
+            let mut app = App::new(config, pool, timeline);
+            let forget = me.clone();
+            app.timeline.on_change(move || {
+                if let Some(app) = forget.upgrade() {
+                    app.segments.clear();
+                }
+            });
             if app.config.push_fusion {
                 let me = me.clone();
                 let sink: Sink = Arc::new(move |segment| {
@@ -81,7 +90,7 @@ impl App {
     }
 
     /// The shared state without push fusion's engine (`start` adds it).
-    fn new(config: Config, pool: Pool) -> App {
+    fn new(config: Config, pool: Pool, timeline: Arc<Timeline>) -> App {
         let registry = config
             .ack_registry
             .then(|| AckRegistry::new(config.ack_registry_mb));
@@ -104,6 +113,7 @@ impl App {
                 .as_ref()
                 .map(|k| Arc::new(Sealer::new(k))),
             queue_metas: QueueMetas::default(),
+            timeline,
             config,
             pool,
             metrics: Metrics::default(),

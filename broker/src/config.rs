@@ -20,6 +20,10 @@ pub struct Config {
     pub listen: SocketAddr,
     pub database: tokio_postgres::Config,
     pub pool_size: usize,
+    /// `DB_POOL_TIMEOUT_MS`: the longest a request waits for a database connection (a free one,
+    /// or a new one being opened) before it is answered 503 with `Retry-After`, so a database
+    /// that stops answering (frozen, cut off) never holds requests that have not reached it.
+    pub pool_timeout_ms: u64,
     /// `QUEEN_WORKER_THREADS`: the broker's runtime threads (1: a single-threaded runtime).
     pub worker_threads: usize,
     pub ack_registry: bool,
@@ -156,6 +160,7 @@ impl Config {
             listen,
             database: database_config(&vars)?,
             pool_size: vars.number("DB_POOL_SIZE", default_pool_size(), 1, 1000)?,
+            pool_timeout_ms: vars.number("DB_POOL_TIMEOUT_MS", 5_000u64, 1, 600_000)?,
             worker_threads: vars.number(
                 "QUEEN_WORKER_THREADS",
                 default_worker_threads(),

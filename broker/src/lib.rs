@@ -61,13 +61,19 @@ impl Broker {
     /// Connects, applies the SQL of `sql/` (storage::migrations), binds the listener and starts
     /// serving.
     pub async fn start(config: Config) -> Result<Broker, String> {
-        let pool = storage::pool(&config.database, config.pool_size)?;
+        let timeline = Arc::new(storage::Timeline::default());
+        let pool = storage::pool_watching(
+            &config.database,
+            config.pool_size,
+            Some(Duration::from_millis(config.pool_timeout_ms)),
+            timeline.clone(),
+        )?;
         storage::startup::migrate(&config.database).await?;
         let listener = TcpListener::bind(config.listen)
             .await
             .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
         let addr = listener.local_addr().map_err(|e| e.to_string())?;
-        let app = App::start(config, pool);
+        let app = App::start(config, pool, timeline);
         let (stop, stopped) = watch::channel(false);
         let tasks = vec![
             tokio::spawn(server::accept_loop(app.clone(), listener, stopped)),

@@ -3,6 +3,9 @@
 //!
 //! A segment is immutable once written, so a cached copy can never be stale: at worst retention
 //! has deleted the stored one, and then the pop's claim (the authority) never points into it.
+//! That holds within one history of the database: a failover to a standby that lacked the
+//! last commits hands their offsets out again, so the cache is cleared when the WAL timeline
+//! changes (`storage::timeline`), and a pop that ran across the change is answered 503.
 //! The push path writes through (the frames it just committed), pops fill what they had to
 //! fetch, and the pop procedure ships a blob only for segments the broker did not list as held.
 //! A decoded segment is one buffer (the uncompressed blob) plus an index of its frames with
@@ -194,6 +197,14 @@ impl SegmentCache {
                 }
             }
         }
+    }
+
+    /// Drops every held segment (the database failed over to another history).
+    pub fn clear(&self) {
+        let mut s = self.state.lock().expect("segment cache lock");
+        s.lru.clear();
+        s.by_partition.clear();
+        s.bytes = 0;
     }
 
     /// Drops every held segment of these partitions (their queue was deleted).

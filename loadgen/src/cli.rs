@@ -18,7 +18,7 @@ use crate::lifecycle::faults::refuse_unavailable;
 use crate::lifecycle::settle::{OneShard, Settlement, Whole};
 use crate::options::{CapacityOptions, RunOptions};
 use crate::run::{self, audit_words, figure_text};
-use crate::scenario::{Cell, Overrides, Scenario};
+use crate::scenario::{Cell, DatabaseSide, Overrides, Scenario};
 use crate::shard::{self, Shard};
 
 /// `ackbench run`: runs the scenario's cells round by round, writes results.json and
@@ -60,7 +60,7 @@ pub async fn run(opts: RunOptions) -> u8 {
             return fail(&format!("--history {}: {e}", path.display()));
         }
     }
-    let env = match Env::prepare(&settings, out_dir.clone()).await {
+    let env = match Env::prepare(&settings, scenario.database_side(), out_dir.clone()).await {
         Ok(env) => Env {
             history: opts.history.clone(),
             ..env.with_run_id(opts.run_id.as_deref())
@@ -242,7 +242,12 @@ pub async fn capacity(opts: CapacityOptions) -> u8 {
     if let Err(e) = std::fs::create_dir_all(&out_dir) {
         return fail(&format!("--out {}: {e}", out_dir.display()));
     }
-    let env = match Env::prepare(&opts.target.settings(), out_dir.clone()).await {
+    // Capacity fires no faults: the standby (replication's cost) without the relays.
+    let side = DatabaseSide {
+        relay: false,
+        ..scenario.database_side()
+    };
+    let env = match Env::prepare(&opts.target.settings(), side, out_dir.clone()).await {
         Ok(env) => env,
         Err(e) => return fail(&e),
     };

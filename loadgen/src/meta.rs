@@ -24,7 +24,7 @@ pub fn run_meta(scenario: &Scenario, env: &Env) -> RunMeta {
         cell_order: scenario.run.cells.iter().map(|c| c.name().to_string()).collect(),
         machine: machine(),
         postgres: match &env.postgres {
-            Some(pg) => PostgresMeta { version: pg.version.clone(), embedded: pg.embedded_cluster(), settings: pg.settings.clone() },
+            Some(pg) => PostgresMeta { version: pg.version.clone(), embedded: pg.embedded_cluster().is_some(), settings: pg.settings.clone() },
             None => PostgresMeta { version: "unknown (no --database-url)".into(), embedded: false, settings: BTreeMap::new() },
         },
         broker: BrokerMeta {

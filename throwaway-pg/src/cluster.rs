@@ -16,6 +16,10 @@ use crate::error::{Error, ErrorKind};
 use crate::user::RunAs;
 use crate::watchdog;
 
+mod replication;
+
+pub use replication::STANDBY_NAME;
+
 const HOST: &str = "127.0.0.1";
 const SUPERUSER: &str = "postgres";
 /// Included from postgresql.conf; rewritten for each start attempt.
@@ -71,6 +75,7 @@ impl ClusterBuilder {
             &cluster.run_as,
         )?);
         cluster.initdb()?;
+        cluster.overrides = self.overrides.clone();
         cluster.start_server(&self.overrides)?;
         cluster.wait_until_ready()?;
         cluster.install_pg_stat_statements()?;
@@ -90,6 +95,8 @@ pub struct Cluster {
     port: u16,
     watchdog: Option<Child>,
     cleaned_up: bool,
+    /// The caller's settings, kept to configure the cluster again (a standby re-seeded).
+    overrides: Settings,
 }
 
 impl Cluster {
@@ -199,6 +206,7 @@ impl Cluster {
             port: 0,
             watchdog: None,
             cleaned_up: false,
+            overrides: Settings::new(),
         }
     }
 
@@ -362,9 +370,11 @@ impl Cluster {
     }
 
     fn stop_server(&self) -> Result<(), Error> {
-        if !self.data_dir.join("postmaster.pid").exists() {
+        if self.postmaster_pid().is_none() {
             return Ok(());
         }
+        // A server frozen by `stop_processes` must run to shut down.
+        let _ = self.continue_processes(&self.server_pids());
         let fast = run(&mut self.pg_ctl(&["-m", "fast", "-w", "-t", "30", "stop"]));
         let Err(fast_error) = fast else { return Ok(()) };
         run(&mut self.pg_ctl(&["-m", "immediate", "-w", "-t", "30", "stop"]))

@@ -39,6 +39,15 @@
 //!   `pg_ctl stop -m immediate` and removes the temp directory. After a
 //!   normal drop the watchdog is killed.
 //!
+//! # Replication and crash-like faults
+//!
+//! [`ClusterBuilder::start_standby_of`] clones a running cluster into a streaming standby
+//! (`pg_basebackup`), [`Cluster::require_sync_standby`] makes the primary wait for it, and
+//! [`Cluster::promote`] turns it into a primary. [`Cluster::kill_processes`] SIGKILLs a server's
+//! every process (a crash), [`Cluster::stop_processes`] and [`Cluster::continue_processes`]
+//! freeze and thaw it; [`Cluster::seed_as_standby_of`] makes a crashed former primary a
+//! standby again.
+//!
 //! # Example
 //!
 //! ```no_run
@@ -62,7 +71,7 @@ mod watchdog;
 use std::sync::OnceLock;
 
 pub use binaries::{find_server_binaries, BinarySearch, ServerBinaries, MIN_MAJOR_VERSION};
-pub use cluster::{Cluster, ClusterBuilder};
+pub use cluster::{Cluster, ClusterBuilder, STANDBY_NAME};
 pub use error::{Error, ErrorKind};
 
 /// One cluster per process, started on first use with the default settings

@@ -14,7 +14,8 @@ use crate::user::RunAs;
 use std::os::unix::process::CommandExt;
 
 /// Polls once a second while the owner is alive and the temp dir exists.
-/// When the owner is gone it stops the server (`pg_ctl stop -m immediate`,
+/// When the owner is gone it continues a server a fault left frozen (SIGCONT to the postmaster
+/// and its children), then stops it (`pg_ctl stop -m immediate`,
 /// through `runuser` when the server runs as another user; SIGQUIT to the
 /// postmaster, which is the same immediate shutdown, if that fails) and
 /// removes the temp dir. When the dir disappears first (normal drop), it
@@ -25,6 +26,8 @@ owner=$1 dir=$2 data=$3 pg_ctl=$4 runuser=$5 user=$6
 while kill -0 "$owner" 2>/dev/null && [ -d "$dir" ]; do sleep 1; done
 [ -d "$dir" ] || exit 0
 if [ -f "$data/postmaster.pid" ]; then
+  pm=$(head -n 1 "$data/postmaster.pid")
+  kill -CONT "$pm" $(ps -o pid= --ppid "$pm" 2>/dev/null) 2>/dev/null
   if [ -n "$user" ]; then
     set -- "$runuser" -u "$user" -- "$pg_ctl"
   else

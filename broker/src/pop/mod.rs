@@ -394,6 +394,7 @@ async fn claim_candidates(
     worker: &str,
 ) -> Result<Decoded, PopError> {
     let group = p.group_name();
+    let generation = app.timeline.generation();
     let cached = cached_segments(app, key, group, &candidates, p.batch);
     let job = PopJob {
         group: group.to_string(),
@@ -416,6 +417,10 @@ async fn claim_candidates(
             out.pop().unwrap_or_default()
         }
     };
+    if app.timeline.generation() != generation {
+        // The held segments it listed may be of the old history: the lease expires unused.
+        return Err(DbError::unavailable("pop", "the database failed over during the pop").into());
+    }
     if let Some(hot) = &app.hotlist {
         if rows.is_empty() {
             // A handed-off candidate claimed before its ack committed: the release lists it.

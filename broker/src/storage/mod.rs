@@ -7,18 +7,40 @@
 
 pub mod migrations;
 pub mod startup;
+pub mod timeline;
 
-use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod};
+use std::sync::Arc;
+use std::time::Duration;
+
+use deadpool_postgres::{
+    Hook, HookError, Manager, ManagerConfig, Object, Pool, RecyclingMethod, Runtime, Timeouts,
+};
 use tokio_postgres::NoTls;
 use uuid::Uuid;
+
+pub use timeline::Timeline;
 
 use crate::segment::{self, Frame};
 
 /// SQLSTATE `data_corrupted`: what a stored segment that cannot be unpacked is reported as.
 const DATA_CORRUPTED: &str = "XX001";
 
-/// Builds the pool; connections are opened lazily.
+/// Builds the pool; connections are opened lazily (no bound on waiting for one).
 pub fn pool(database: &tokio_postgres::Config, size: usize) -> Result<Pool, String> {
+    pool_watching(database, size, None, Arc::new(Timeline::default()))
+}
+
+/// Builds the pool; connections are opened lazily, each telling `timeline` which WAL timeline
+/// it reached before it is used. With several hosts and `target_session_attrs=read-write` in
+/// the database URL, a connection opened after a failover reaches the promoted server.
+/// `timeout` bounds waiting for a free connection, opening one and checking one for reuse (a
+/// request past it gets the pool's error: 503).
+pub fn pool_watching(
+    database: &tokio_postgres::Config,
+    size: usize,
+    timeout: Option<Duration>,
+    timeline: Arc<Timeline>,
+) -> Result<Pool, String> {
     let manager = Manager::from_config(
         database.clone(),
         NoTls,
@@ -26,8 +48,26 @@ pub fn pool(database: &tokio_postgres::Config, size: usize) -> Result<Pool, Stri
             recycling_method: RecyclingMethod::Fast,
         },
     );
+    let watch = Hook::async_fn(move |client, _| {
+        let timeline = timeline.clone();
+        Box::pin(async move {
+            let row = client
+                .query_one(timeline::CURRENT_TIMELINE_SQL, &[])
+                .await
+                .map_err(HookError::Backend)?;
+            timeline.observe(row.get::<_, i64>(0) as u32);
+            Ok(())
+        })
+    });
     Pool::builder(manager)
         .max_size(size)
+        .timeouts(Timeouts {
+            wait: timeout,
+            create: timeout,
+            recycle: timeout,
+        })
+        .runtime(Runtime::Tokio1)
+        .post_create(watch)
         .build()
         .map_err(|e| format!("cannot build the connection pool: {e}"))
 }

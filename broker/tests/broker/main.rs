@@ -12,6 +12,7 @@ mod ack_model;
 mod ack_multi;
 mod bad_input;
 mod encryption;
+mod failover;
 mod http_properties;
 mod lease_dlq;
 mod lifecycle;

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use crate::client::BrokerClient;
 use crate::driver::peer::Peer;
-use crate::scenario::Cell;
+use crate::scenario::{Cell, DatabaseSide, Replication};
 use crate::target::broker_binary;
 use crate::target::postgres::{connect, Postgres};
 use crate::target::profile::{self, Profile, TargetKind};
@@ -48,9 +48,26 @@ pub struct Env {
 
 impl Env {
     /// Starts (or connects to) the PostgreSQL, locates (or builds) the broker binary, and
-    /// learns the external broker's profile.
-    pub async fn prepare(settings: &TargetSettings, out_dir: PathBuf) -> Result<Env, String> {
+    /// learns the external broker's profile. `side` says what the throwaway cluster needs for
+    /// the scenario's faults (a standby, the relays).
+    pub async fn prepare(
+        settings: &TargetSettings,
+        side: DatabaseSide,
+        out_dir: PathBuf,
+    ) -> Result<Env, String> {
         let named = named_kind(settings)?;
+        let external = [
+            ("--database-url", &settings.database_url),
+            ("--broker-url", &settings.broker_url),
+        ];
+        if let Some((flag, _)) = external.iter().find(|(_, url)| url.is_some()) {
+            if side.replication != Replication::None {
+                return Err(format!(
+                    "[postgres] replication = \"{}\" sets up the throwaway cluster's standby: drop {flag}",
+                    side.replication.name()
+                ));
+            }
+        }
         // The broker first: building it is what takes long on a fresh clone, so say so at once.
         let broker_bin = match &settings.broker_url {
             Some(_) => None,
@@ -66,7 +83,7 @@ impl Env {
             }
             (None, None) => {
                 eprintln!("ackbench: starting a throwaway PostgreSQL cluster ...");
-                Some(Postgres::embedded().await?)
+                Some(Postgres::embedded(side).await?)
             }
         };
         let (profile, run_tag) = match &settings.broker_url {

@@ -1,20 +1,24 @@
 //! The fault injector: runs beside the window sampler, fires each `[[faults]]` step at its time
 //! (seconds from the window's start), restores what it broke, and records when each fault fired
-//! and ended as the round's `FaultEvent`s. Also the start-time refusal of faults the target
-//! cannot take (`--broker-url`, `--database-url`).
+//! and ended as the round's `FaultEvent`s, with a note on what it did where there is one to
+//! tell (the connections cut, the sessions terminated, what a failover's standby was missing).
+//! Also the start-time refusal of faults the target cannot take (`--broker-url`,
+//! `--database-url`).
 
 use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 
 use ackbench_reports::recovery::recovery_secs;
-use ackbench_reports::results::{FaultEvent, SecondSample};
+use ackbench_reports::results::{Audit, FaultEvent, SecondSample};
 
 use super::env::TargetSettings;
 use crate::driver::system::Site;
 use crate::scenario::{Fault, FaultKind};
 use crate::target::broker::BrokerProcess;
-use crate::target::postgres::Postgres;
+use crate::target::embedded::{Embedded, BROKER_APPLICATION};
+use crate::target::postgres::{connect, pg, Postgres};
+use crate::target::relay::Link;
 use crate::workload::CellContext;
 
 /// Refuses faults the run's target cannot take: broker faults need a broker this run starts,
@@ -30,7 +34,7 @@ pub fn refuse_unavailable(faults: &[Fault], target: &TargetSettings) -> Result<(
         }
         if f.kind.needs_embedded_postgres() && target.database_url.is_some() {
             return Err(format!(
-                "the {} fault (line {}) restarts the throwaway cluster: drop --database-url",
+                "the {} fault (line {}) acts on the throwaway cluster: drop --database-url",
                 f.kind.name(),
                 f.line
             ));
@@ -38,6 +42,18 @@ pub fn refuse_unavailable(faults: &[Fault], target: &TargetSettings) -> Result<(
     }
     Ok(())
 }
+
+/// How long `kill_pg_backends` waits for a broker session to be inside a transaction.
+const BUSY_WAIT: Duration = Duration::from_secs(2);
+
+/// Terminates the broker's sessions ($2) in database $1 when one of them is inside a
+/// transaction, or when $3 says to anyway; answers how many it terminated and how many were
+/// inside a transaction (one snapshot of `pg_stat_activity`).
+const TERMINATE_SQL: &str = "WITH s AS (SELECT pid, xact_start IS NOT NULL AS busy \
+       FROM pg_stat_activity WHERE datname = $1 AND application_name = $2), \
+     go AS (SELECT $3 OR coalesce(bool_or(busy), false) AS now FROM s) \
+     SELECT count(*) FILTER (WHERE CASE WHEN go.now THEN pg_terminate_backend(s.pid) ELSE false END), \
+            count(*) FILTER (WHERE go.now AND s.busy) FROM s, go";
 
 /// What the faults act on in one cell round.
 pub struct Injector<'a> {
@@ -67,7 +83,7 @@ impl Injector<'_> {
         let at_secs = start.elapsed().as_secs_f64();
         let note = match self.skip_reason(fault.kind) {
             Some(why) => format!("skipped: {why}"),
-            None => self.apply(fault).await.err().unwrap_or_default(),
+            None => self.apply(fault).await.unwrap_or_else(|e| e),
         };
         FaultEvent {
             kind: fault.kind.name().to_string(),
@@ -87,27 +103,90 @@ impl Injector<'_> {
                 "no broker process to fault"
             });
         }
-        if kind.needs_embedded_postgres() && !self.postgres.is_some_and(|p| p.embedded_cluster()) {
-            return Some("no throwaway cluster to restart");
+        if kind.needs_embedded_postgres() && self.embedded().is_err() {
+            return Some("no throwaway cluster to fault");
         }
         None
     }
 
-    async fn apply(&self, fault: &Fault) -> Result<(), String> {
+    /// Does the fault; `Ok` carries what there is to tell about it (often nothing), `Err` why
+    /// it failed.
+    async fn apply(&self, fault: &Fault) -> Result<String, String> {
         let length = Duration::from_millis(fault.length_ms);
+        let quiet = |r: Result<(), String>| r.map(|()| String::new());
         match fault.kind {
-            FaultKind::KillBroker => kill_and_restart(self.broker()?, length).await,
-            FaultKind::PauseBroker => stop_and_continue(self.broker()?, length).await,
+            FaultKind::KillBroker => quiet(kill_and_restart(self.broker()?, length).await),
+            FaultKind::PauseBroker => quiet(stop_and_continue(self.broker()?, length).await),
             FaultKind::PauseConsumers => {
                 self.ctx.pause_consumers(true);
                 tokio::time::sleep(length).await;
                 self.ctx.pause_consumers(false);
-                Ok(())
+                Ok(String::new())
             }
-            FaultKind::RestartPostgres => match self.postgres {
-                Some(pg) => pg.restart_immediately().await,
-                None => Err("no PostgreSQL to restart".into()),
-            },
+            FaultKind::RestartPostgres => quiet(self.embedded()?.restart_primary().await),
+            FaultKind::PausePostgres => quiet(self.embedded()?.pause_primary(length).await),
+            FaultKind::FailoverPostgres => {
+                let database = self.target.database.as_ref().map(|(name, _)| name.as_str());
+                self.embedded()?.failover(length, database).await
+            }
+            FaultKind::PartitionPostgres => self.hold_link(Link::Cut, length).await,
+            FaultKind::LatencyPostgres => {
+                let delay = Duration::from_millis(fault.delay_ms);
+                self.hold_link(Link::Delay(delay), length).await
+            }
+            FaultKind::KillPgBackends => self.terminate_broker_sessions().await,
+        }
+    }
+
+    fn embedded(&self) -> Result<&Embedded, String> {
+        self.postgres
+            .and_then(Postgres::embedded_cluster)
+            .ok_or_else(|| "no throwaway cluster".to_string())
+    }
+
+    /// Sets the relays between broker and database to `link` for `length`, then back to
+    /// passing traffic.
+    async fn hold_link(&self, link: Link, length: Duration) -> Result<String, String> {
+        let relays = self
+            .embedded()?
+            .relays()
+            .ok_or("no relay between the broker and its database")?;
+        let cut_before = relays.cut_connections();
+        relays.set(link);
+        tokio::time::sleep(length).await;
+        relays.set(Link::Pass);
+        Ok(match link {
+            Link::Cut => format!(
+                "{} broker connections cut or refused",
+                relays.cut_connections() - cut_before
+            ),
+            _ => String::new(),
+        })
+    }
+
+    /// `pg_terminate_backend` of every session of the cell's broker (found by its
+    /// `application_name` in the cell's database), at a moment when at least one is inside a
+    /// transaction (waiting up to `BUSY_WAIT` for one; then whatever they are doing).
+    async fn terminate_broker_sessions(&self) -> Result<String, String> {
+        let (pg_server, (database, _)) = self
+            .postgres
+            .zip(self.target.database.as_ref())
+            .ok_or("no database to find the broker's sessions in")?;
+        let admin = connect(&pg_server.url_of("postgres")).await?;
+        let give_up = Instant::now() + BUSY_WAIT;
+        loop {
+            let anyway = Instant::now() >= give_up;
+            let row = admin
+                .query_one(TERMINATE_SQL, &[database, &BROKER_APPLICATION, &anyway])
+                .await
+                .map_err(pg)?;
+            let (terminated, in_transaction): (i64, i64) = (row.get(0), row.get(1));
+            if terminated > 0 || anyway {
+                return Ok(format!(
+                    "{terminated} broker sessions terminated, {in_transaction} of them inside a transaction"
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
         }
     }
 
@@ -153,6 +232,28 @@ async fn sleep_until_unless_cancelled(due: Instant, cancel: &watch::Receiver<boo
 pub fn with_recovery(mut events: Vec<FaultEvent>, series: &[SecondSample]) -> Vec<FaultEvent> {
     for e in events.iter_mut().filter(|e| !e.note.starts_with("skipped")) {
         e.recovery_secs = recovery_secs(series, e.at_secs, e.ended_secs);
+    }
+    events
+}
+
+/// Adds the round's audit to each failover's note: what the failover lost, as the client saw
+/// it (pushes lost with an asynchronous standby can never be delivered, so they keep the drain
+/// from finishing and count as undrained; lost acks come back as duplicates).
+pub fn with_audit(mut events: Vec<FaultEvent>, audit: &Audit) -> Vec<FaultEvent> {
+    let failovers = events
+        .iter_mut()
+        .filter(|e| e.kind == FaultKind::FailoverPostgres.name() && !e.note.starts_with("skipped"));
+    for e in failovers {
+        let mut said = format!(
+            "; the round's audit: {} lost, {} undrained, {} duplicates",
+            audit.lost, audit.undrained, audit.duplicates
+        );
+        if !audit.drained && audit.undrained > 0 {
+            said.push_str(
+                " (the drain did not finish: messages whose push the failover lost are never delivered)",
+            );
+        }
+        e.note.push_str(&said);
     }
     events
 }

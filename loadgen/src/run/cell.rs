@@ -12,7 +12,7 @@ use ackbench_reports::stats::encode_histogram;
 use crate::driver::{self, system::Installed, system::Site};
 use crate::history;
 use crate::lifecycle::env::Env;
-use crate::lifecycle::faults::{with_recovery, Injector};
+use crate::lifecycle::faults::{with_audit, with_recovery, Injector};
 use crate::lifecycle::phases::Workload;
 use crate::lifecycle::settle::Settlement;
 use crate::lifecycle::window::{self, Edge, Tick, Window};
@@ -250,9 +250,9 @@ impl Measured {
             figures,
             broker_metrics: self.broker.clone(),
             brokers: self.brokers.clone(),
+            faults: with_audit(seen.faults, &audit),
             audit,
             series: seen.series,
-            faults: seen.faults,
             wire_variants: ctx.variants.snapshot(),
             histograms: histograms
                 .iter()

@@ -1,11 +1,20 @@
 //! `[[faults]]`: fault steps injected at a time inside the measured window (seconds from the
 //! window's start), as written (`FaultFile`) and once validated (`Fault`).
 //!
-//! Kinds: `kill_broker` (SIGKILL the cell's broker, restart it after `restart_after_ms`),
-//! `restart_postgres` (immediate-mode restart of the throwaway cluster), `pause_broker`
-//! (SIGSTOP, SIGCONT after `duration_ms`) and `pause_consumers` (consumers hold what they
-//! popped without acking for `duration_ms`). Each fault must end inside the window and faults
-//! may not overlap, so the recovery after each one is its own.
+//! Kinds from the client's and broker's side: `kill_broker` (SIGKILL the cell's broker, restart
+//! it after `restart_after_ms`), `pause_broker` (SIGSTOP, SIGCONT after `duration_ms`) and
+//! `pause_consumers` (consumers hold what they popped without acking for `duration_ms`). From
+//! the database's side: `restart_postgres` (immediate-mode restart of the throwaway cluster),
+//! `failover_postgres` (SIGKILL the primary, promote its standby: needs `[postgres]
+//! replication`; with `lag_ms`, the primary's WAL sender is frozen that long first, a standby
+//! lagging as over a slow link), `partition_postgres` (the broker's database connections cut for
+//! `duration_ms`), `latency_postgres` (`delay_ms` added each way for `duration_ms`),
+//! `kill_pg_backends` (`pg_terminate_backend` of the broker's sessions) and `pause_postgres`
+//! (SIGSTOP of the server's processes, SIGCONT after `duration_ms`). Each fault must end inside
+//! the window and faults may not overlap, so the recovery after each one is its own.
+//!
+//! `[postgres]` says how the throwaway cluster is set up for them: `replication = "none"`
+//! (default), `"async"` or `"sync"` (a streaming standby).
 
 use serde::{Deserialize, Serialize};
 
@@ -20,6 +29,11 @@ pub enum FaultKind {
     RestartPostgres,
     PauseBroker,
     PauseConsumers,
+    FailoverPostgres,
+    PartitionPostgres,
+    LatencyPostgres,
+    KillPgBackends,
+    PausePostgres,
 }
 
 impl FaultKind {
@@ -30,25 +44,104 @@ impl FaultKind {
             FaultKind::RestartPostgres => "restart_postgres",
             FaultKind::PauseBroker => "pause_broker",
             FaultKind::PauseConsumers => "pause_consumers",
+            FaultKind::FailoverPostgres => "failover_postgres",
+            FaultKind::PartitionPostgres => "partition_postgres",
+            FaultKind::LatencyPostgres => "latency_postgres",
+            FaultKind::KillPgBackends => "kill_pg_backends",
+            FaultKind::PausePostgres => "pause_postgres",
         }
     }
 
-    /// Whether the fault acts on a broker process this run started.
+    /// Whether the fault acts on a broker process this run started (or on its database
+    /// connections: through the relay in front of its database, by its sessions'
+    /// `application_name`).
     pub fn needs_broker_process(self) -> bool {
-        matches!(self, FaultKind::KillBroker | FaultKind::PauseBroker)
+        matches!(
+            self,
+            FaultKind::KillBroker
+                | FaultKind::PauseBroker
+                | FaultKind::PartitionPostgres
+                | FaultKind::LatencyPostgres
+                | FaultKind::KillPgBackends
+        )
     }
 
     /// Whether the fault acts on the throwaway cluster this run started.
     pub fn needs_embedded_postgres(self) -> bool {
-        self == FaultKind::RestartPostgres
+        matches!(
+            self,
+            FaultKind::RestartPostgres | FaultKind::FailoverPostgres | FaultKind::PausePostgres
+        )
+    }
+
+    /// Whether the broker reaches its database through the load generator's relay for it.
+    pub fn needs_relay(self) -> bool {
+        matches!(
+            self,
+            FaultKind::PartitionPostgres | FaultKind::LatencyPostgres
+        )
     }
 
     /// The key giving how long the fault lasts, if the kind has one.
     fn length_key(self) -> Option<&'static str> {
         match self {
             FaultKind::KillBroker => Some("restart_after_ms"),
-            FaultKind::PauseBroker | FaultKind::PauseConsumers => Some("duration_ms"),
-            FaultKind::RestartPostgres => None,
+            FaultKind::FailoverPostgres => Some("lag_ms"),
+            FaultKind::PauseBroker
+            | FaultKind::PauseConsumers
+            | FaultKind::PartitionPostgres
+            | FaultKind::LatencyPostgres
+            | FaultKind::PausePostgres => Some("duration_ms"),
+            FaultKind::RestartPostgres | FaultKind::KillPgBackends => None,
+        }
+    }
+}
+
+/// `[postgres] replication`: whether the throwaway cluster runs a streaming standby, and how
+/// the primary waits for it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Replication {
+    /// One server, no standby (the default).
+    #[default]
+    None,
+    /// A standby the primary does not wait for: a failover may lose acknowledged commits.
+    Async,
+    /// A synchronous standby (`synchronous_standby_names`): a commit is acknowledged only once
+    /// the standby has it.
+    Sync,
+}
+
+impl Replication {
+    pub fn name(self) -> &'static str {
+        match self {
+            Replication::None => "none",
+            Replication::Async => "async",
+            Replication::Sync => "sync",
+        }
+    }
+}
+
+/// `[postgres]`: how the throwaway cluster is set up (refused with `--database-url`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PostgresSetup {
+    pub replication: Replication,
+}
+
+/// What the run's database side needs for its faults: a standby, and a relay in front of the
+/// database for the broker.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DatabaseSide {
+    pub replication: Replication,
+    pub relay: bool,
+}
+
+impl DatabaseSide {
+    pub fn of(setup: &PostgresSetup, faults: &[Fault]) -> DatabaseSide {
+        DatabaseSide {
+            replication: setup.replication,
+            relay: faults.iter().any(|f| f.kind.needs_relay()),
         }
     }
 }
@@ -61,6 +154,8 @@ pub(crate) struct FaultFile {
     pub at_secs: f64,
     pub restart_after_ms: Option<u64>,
     pub duration_ms: Option<u64>,
+    pub delay_ms: Option<u64>,
+    pub lag_ms: Option<u64>,
 }
 
 /// A validated fault step.
@@ -69,9 +164,13 @@ pub struct Fault {
     pub kind: FaultKind,
     /// Seconds from the start of the measured window.
     pub at_secs: f64,
-    /// How long the fault lasts: the broker's downtime, or the pause (0 for a PostgreSQL
-    /// restart, which lasts as long as the restart takes).
+    /// How long the fault lasts: the broker's downtime, the pause, the cut or the delay, a
+    /// failover's lag before the kill (0 for a PostgreSQL restart, a failover without lag or
+    /// backends terminated, which last as long as they take).
     pub length_ms: u64,
+    /// `latency_postgres`: the delay added to each direction of the broker's database traffic
+    /// (0 for the other kinds).
+    pub delay_ms: u64,
     /// The entry's line in the file.
     pub line: usize,
 }
@@ -86,16 +185,21 @@ impl Fault {
 /// Longest downtime or pause: ten minutes.
 const MAX_LENGTH_MS: u64 = 600_000;
 
-/// Validates every `faults[i]` against the window length and builds the steps in time order.
+/// Longest added latency: ten seconds each way.
+const MAX_DELAY_MS: u64 = 10_000;
+
+/// Validates every `faults[i]` against the window length and the `[postgres]` setup, and builds
+/// the steps in time order.
 pub(crate) fn faults_from_file(
     raw: &[FaultFile],
+    setup: &PostgresSetup,
     window_secs: f64,
     loc: &Locator,
 ) -> Result<Vec<Fault>, ScenarioError> {
     let mut faults = raw
         .iter()
         .enumerate()
-        .map(|(i, f)| fault_from_file(f, &format!("faults[{i}]"), loc))
+        .map(|(i, f)| fault_from_file(f, &format!("faults[{i}]"), setup, loc))
         .collect::<Result<Vec<Fault>, _>>()?;
     check_in_window(&faults, window_secs, loc)?;
     faults.sort_by(|a, b| a.at_secs.total_cmp(&b.at_secs));
@@ -103,8 +207,20 @@ pub(crate) fn faults_from_file(
     Ok(faults)
 }
 
-fn fault_from_file(raw: &FaultFile, path: &str, loc: &Locator) -> Result<Fault, ScenarioError> {
+fn fault_from_file(
+    raw: &FaultFile,
+    path: &str,
+    setup: &PostgresSetup,
+    loc: &Locator,
+) -> Result<Fault, ScenarioError> {
     refuse_foreign_length(raw.kind, path, loc)?;
+    if raw.kind == FaultKind::FailoverPostgres && setup.replication == Replication::None {
+        let key = format!("{path}.kind");
+        let message = format!(
+            "{key} = \"failover_postgres\" needs a standby to promote: set [postgres] replication = \"sync\" or \"async\""
+        );
+        return Err(loc.invalid(&key, message));
+    }
     let at_key = format!("{path}.at_secs");
     if !raw.at_secs.is_finite() || raw.at_secs < 0.0 {
         let message = format!(
@@ -121,13 +237,37 @@ fn fault_from_file(raw: &FaultFile, path: &str, loc: &Locator) -> Result<Fault, 
         kind: raw.kind,
         at_secs: raw.at_secs,
         length_ms,
+        delay_ms: delay(raw, path, loc)?,
         line: loc.line_of(path),
     })
 }
 
-/// `restart_after_ms` belongs to `kill_broker`, `duration_ms` to the pauses.
+/// `delay_ms`: required for `latency_postgres` (1 to `MAX_DELAY_MS`), refused elsewhere.
+fn delay(raw: &FaultFile, path: &str, loc: &Locator) -> Result<u64, ScenarioError> {
+    let key = format!("{path}.delay_ms");
+    let wanted = raw.kind == FaultKind::LatencyPostgres;
+    match (raw.delay_ms, wanted) {
+        (None, false) => Ok(0),
+        (Some(_), false) => {
+            let message = format!("{key} does not apply to kind = \"{}\"", raw.kind.name());
+            Err(loc.invalid(&key, message))
+        }
+        (None, true) => {
+            let message = format!("{key} is required for kind = \"latency_postgres\"");
+            Err(loc.invalid_at(loc.line_of(path), &key, message))
+        }
+        (Some(ms), true) if ms == 0 || ms > MAX_DELAY_MS => {
+            let message = format!("{key} must be between 1 and {MAX_DELAY_MS}, got {ms}");
+            Err(loc.invalid(&key, message))
+        }
+        (Some(ms), true) => Ok(ms),
+    }
+}
+
+/// `restart_after_ms` belongs to `kill_broker`, `duration_ms` to the pauses and link faults,
+/// `lag_ms` to `failover_postgres`.
 fn refuse_foreign_length(kind: FaultKind, path: &str, loc: &Locator) -> Result<(), ScenarioError> {
-    for key in ["restart_after_ms", "duration_ms"] {
+    for key in ["restart_after_ms", "duration_ms", "lag_ms"] {
         let full = format!("{path}.{key}");
         if kind.length_key() != Some(key) && loc.has(&full) {
             let message = format!("{full} does not apply to kind = \"{}\"", kind.name());
@@ -144,17 +284,18 @@ fn required_length(
     loc: &Locator,
 ) -> Result<u64, ScenarioError> {
     let full = format!("{path}.{key}");
-    let value = if key == "restart_after_ms" {
-        raw.restart_after_ms
-    } else {
-        raw.duration_ms
+    let value = match key {
+        "restart_after_ms" => raw.restart_after_ms,
+        "lag_ms" => Some(raw.lag_ms.unwrap_or(0)),
+        _ => raw.duration_ms,
     };
     let Some(ms) = value else {
         let message = format!("{full} is required for kind = \"{}\"", raw.kind.name());
         return Err(loc.invalid_at(loc.line_of(path), &full, message));
     };
-    if ms == 0 || ms > MAX_LENGTH_MS {
-        let message = format!("{full} must be between 1 and {MAX_LENGTH_MS}, got {ms}");
+    let least = u64::from(key != "lag_ms");
+    if ms < least || ms > MAX_LENGTH_MS {
+        let message = format!("{full} must be between {least} and {MAX_LENGTH_MS}, got {ms}");
         return Err(loc.invalid(&full, message));
     }
     Ok(ms)

@@ -23,7 +23,7 @@ use serde::Serialize;
 use std::path::Path;
 
 pub use error::ScenarioError;
-pub use fault::{Fault, FaultKind};
+pub use fault::{DatabaseSide, Fault, FaultKind, PostgresSetup, Replication};
 pub use figure::{
     Direction, Figure, FigureKind, GateDefaults, LatencyOp, Percentile, ScalarFigure,
 };
@@ -52,6 +52,8 @@ pub struct Scenario {
     pub run: Run,
     /// `[broker]`.
     pub broker: Broker,
+    /// `[postgres]`.
+    pub postgres: PostgresSetup,
     /// `[[gates]]`, in file order.
     pub gates: Vec<Gate>,
     /// `[[faults]]`, in time order.
@@ -79,6 +81,11 @@ pub struct Overrides {
 }
 
 impl Scenario {
+    /// What the run's database side needs for this scenario's faults.
+    pub fn database_side(&self) -> DatabaseSide {
+        DatabaseSide::of(&self.postgres, &self.faults)
+    }
+
     /// Parses and validates scenario text; `source_name` is what errors are reported against.
     pub fn parse(text: &str, source_name: &str) -> Result<Scenario, ScenarioError> {
         let loc = locate::Locator::new(text, source_name)?;

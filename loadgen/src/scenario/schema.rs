@@ -740,6 +740,8 @@ pub(crate) struct ScenarioFile {
     #[serde(default)]
     pub broker: Broker,
     #[serde(default)]
+    pub postgres: super::fault::PostgresSetup,
+    #[serde(default)]
     pub gates: Vec<GateFile>,
     #[serde(default)]
     pub faults: Vec<super::fault::FaultFile>,

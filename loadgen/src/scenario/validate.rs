@@ -69,7 +69,7 @@ pub(crate) fn validate(
         .enumerate()
         .map(|(i, g)| gate_from_file(g, i, &file.run.cells, loc))
         .collect::<Result<Vec<Gate>, _>>()?;
-    let faults = faults_from_file(&file.faults, file.run.duration_secs, loc)?;
+    let faults = faults_from_file(&file.faults, &file.postgres, file.run.duration_secs, loc)?;
     Ok(Scenario {
         name,
         description: file.description,
@@ -79,6 +79,7 @@ pub(crate) fn validate(
         consumers: file.consumers,
         run: file.run,
         broker: file.broker,
+        postgres: file.postgres,
         gates,
         faults,
         source_name: loc.file().to_string(),

@@ -5,7 +5,13 @@
 
 use std::collections::BTreeMap;
 
-use tokio_postgres::{Client, NoTls};
+use tokio_postgres::Client;
+
+use super::session::redact;
+pub use super::session::{connect, pg};
+
+use super::embedded::{Embedded, BROKER_APPLICATION};
+use crate::scenario::DatabaseSide;
 
 /// Settings worth recording beside the figures (they decide what a commit costs).
 pub const SETTINGS_THAT_MATTER: &[&str] = &[
@@ -26,7 +32,7 @@ pub const SETTINGS_THAT_MATTER: &[&str] = &[
 ];
 
 pub enum Server {
-    Embedded(throwaway_pg::Cluster),
+    Embedded(Embedded),
     External(tokio_postgres::Config),
 }
 
@@ -37,18 +43,12 @@ pub struct Postgres {
 }
 
 impl Postgres {
-    /// Starts a throwaway cluster (production-like durability: fsync and synchronous_commit on).
-    pub async fn embedded() -> Result<Postgres, String> {
-        let cluster = tokio::task::spawn_blocking(|| {
-            throwaway_pg::Cluster::builder()
-                .setting("max_connections", "300")
-                .start()
-        })
-        .await
-        .map_err(|e| e.to_string())?
-        .map_err(|e| e.to_string())?;
-        let url = cluster.url("postgres");
-        Postgres::finish(Server::Embedded(cluster), &url).await
+    /// Starts a throwaway cluster (production-like durability: fsync and synchronous_commit on),
+    /// with the standby and the relays `side` asks for.
+    pub async fn embedded(side: DatabaseSide) -> Result<Postgres, String> {
+        let embedded = Embedded::start(side).await?;
+        let url = embedded.url("postgres");
+        Postgres::finish(Server::Embedded(embedded), &url).await
     }
 
     /// Uses an existing server; `pg_stat_statements` must be loaded there.
@@ -79,34 +79,21 @@ impl Postgres {
         })
     }
 
-    /// Restarts the throwaway cluster in immediate mode (a `restart_postgres` fault); refused
-    /// for a server this run did not start.
-    pub async fn restart_immediately(&self) -> Result<(), String> {
-        let Server::Embedded(cluster) = &self.server else {
-            return Err("restart_postgres needs the throwaway cluster, not --database-url".into());
-        };
-        let mut cmd = tokio::process::Command::from(cluster.immediate_restart_command());
-        let output = cmd
-            .output()
-            .await
-            .map_err(|e| format!("pg_ctl restart: {e}"))?;
-        match output.status.success() {
-            true => Ok(()),
-            false => Err(format!(
-                "pg_ctl restart -m immediate failed ({}): {}{}",
-                output.status,
-                String::from_utf8_lossy(&output.stdout),
-                String::from_utf8_lossy(&output.stderr)
-            )),
+    /// The throwaway cluster this run started (the database-side faults act on it); `None` for
+    /// `--database-url`.
+    pub fn embedded_cluster(&self) -> Option<&Embedded> {
+        match &self.server {
+            Server::Embedded(e) => Some(e),
+            Server::External(_) => None,
         }
     }
 
-    pub fn embedded_cluster(&self) -> bool {
-        matches!(self.server, Server::Embedded(_))
-    }
-
     /// Creates a fresh database `name` (dropping a leftover of the same name) and returns its URL.
+    /// A throwaway pair whose standby an earlier failover used up gets it back first.
     pub async fn fresh_database(&self, name: &str) -> Result<String, String> {
+        if let Some(e) = self.embedded_cluster() {
+            e.restore_standby().await?;
+        }
         let admin = connect(&self.url_of("postgres")).await?;
         admin
             .execute(
@@ -139,10 +126,24 @@ impl Postgres {
         }
     }
 
+    /// The URL the broker gets for database `name`: its sessions carry `BROKER_APPLICATION`;
+    /// to a throwaway cluster, through the relays and to every server of a pair.
+    pub fn broker_url_of(&self, name: &str) -> String {
+        match &self.server {
+            Server::Embedded(e) => e.broker_url(name),
+            Server::External(_) => {
+                format!(
+                    "{}?application_name={BROKER_APPLICATION}",
+                    self.url_of(name)
+                )
+            }
+        }
+    }
+
     /// The URL of database `name` on this server.
     pub fn url_of(&self, name: &str) -> String {
         match &self.server {
-            Server::Embedded(c) => c.url(name),
+            Server::Embedded(e) => e.url(name),
             Server::External(config) => {
                 let mut c = config.clone();
                 c.dbname(name);
@@ -162,17 +163,6 @@ pub fn database_name(url: &str) -> Result<String, String> {
         .or(config.get_user())
         .unwrap_or("postgres");
     Ok(name.to_string())
-}
-
-/// Connects and drives the connection on a task.
-pub async fn connect(url: &str) -> Result<Client, String> {
-    let (client, conn) = tokio_postgres::connect(url, NoTls)
-        .await
-        .map_err(|e| format!("cannot connect to {}: {e}", redact(url)))?;
-    tokio::spawn(async move {
-        let _ = conn.await;
-    });
-    Ok(client)
 }
 
 async fn check_pg_stat_statements(admin: &Client) -> Result<(), String> {
@@ -213,21 +203,4 @@ fn config_to_url(c: &tokio_postgres::Config) -> String {
         "postgres://{auth}@{host}:{port}/{}",
         c.get_dbname().unwrap_or("postgres")
     )
-}
-
-fn redact(url: &str) -> String {
-    match (url.find("://"), url.find('@')) {
-        (Some(s), Some(at)) if url[s + 3..at].contains(':') => {
-            let user_end = s + 3 + url[s + 3..at].find(':').unwrap_or(0);
-            format!("{}:***{}", &url[..user_end], &url[at..])
-        }
-        _ => url.to_string(),
-    }
-}
-
-pub fn pg(e: tokio_postgres::Error) -> String {
-    match e.as_db_error() {
-        Some(db) => db.message().to_string(),
-        None => e.to_string(),
-    }
 }

@@ -11,6 +11,7 @@ mod common;
 mod capacity;
 mod end_to_end;
 mod faults;
+mod faults_db;
 mod gates;
 mod guarantees;
 mod queen_target;

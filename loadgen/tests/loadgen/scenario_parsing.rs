@@ -3,11 +3,11 @@
 
 use ackbench::scenario::{
     AckMode, Cell, Direction, FaultKind, Figure, GateCheck, LatencyOp, LoopMode, Overrides,
-    Partitioning, Percentile, PopRoute, ScalarFigure, Scenario, ScenarioError,
+    Partitioning, Percentile, PopRoute, Replication, ScalarFigure, Scenario, ScenarioError,
 };
 use std::path::PathBuf;
 
-const SHIPPED: [&str; 11] = [
+const SHIPPED: [&str; 12] = [
     "deep-partitions",
     "tiny-batches",
     "mixed-nacks",
@@ -18,6 +18,7 @@ const SHIPPED: [&str; 11] = [
     "vs-peers",
     "vs-peers-pop1",
     "faults",
+    "faults-db",
     "multi-broker",
 ];
 
@@ -851,6 +852,98 @@ fn fault_keys_and_values_are_refused_with_key_and_line() {
     ));
     assert_eq!(err.key(), Some("faults[0].duration_ms"), "{err}");
     assert_eq!(err.line(), Some(4));
+}
+
+#[test]
+fn database_side_faults_are_read_with_their_settings() {
+    let s = Scenario::parse(
+        &with_faults(
+            "[postgres]\nreplication = \"async\"\n\
+             [[faults]]\nkind = \"failover_postgres\"\nat_secs = 12\nlag_ms = 1500\n\
+             [[faults]]\nkind = \"latency_postgres\"\nat_secs = 2\nduration_ms = 1000\ndelay_ms = 50\n\
+             [[faults]]\nkind = \"kill_pg_backends\"\nat_secs = 5\n\
+             [[faults]]\nkind = \"partition_postgres\"\nat_secs = 7\nduration_ms = 500\n\
+             [[faults]]\nkind = \"pause_postgres\"\nat_secs = 9\nduration_ms = 500\n",
+        ),
+        "f.toml",
+    )
+    .unwrap();
+    assert_eq!(s.postgres.replication, Replication::Async);
+    let kinds: Vec<FaultKind> = s.faults.iter().map(|f| f.kind).collect();
+    assert_eq!(
+        kinds,
+        [
+            FaultKind::LatencyPostgres,
+            FaultKind::KillPgBackends,
+            FaultKind::PartitionPostgres,
+            FaultKind::PausePostgres,
+            FaultKind::FailoverPostgres
+        ]
+    );
+    assert_eq!((s.faults[0].length_ms, s.faults[0].delay_ms), (1000, 50));
+    assert_eq!((s.faults[1].length_ms, s.faults[4].length_ms), (0, 1500));
+    assert!(s.database_side().relay);
+    let no_lag = "[postgres]\nreplication = \"sync\"\n[[faults]]\nkind = \"failover_postgres\"\nat_secs = 3\n";
+    let s = Scenario::parse(&with_faults(no_lag), "f.toml").unwrap();
+    assert_eq!(s.faults[0].length_ms, 0);
+    assert!(!s.database_side().relay, "no link fault, no relay");
+    let shipped = shipped("faults-db");
+    assert_eq!(shipped.postgres.replication, Replication::Sync);
+    let mut kinds: Vec<&str> = shipped.faults.iter().map(|f| f.kind.name()).collect();
+    kinds.sort();
+    assert_eq!(
+        kinds,
+        [
+            "failover_postgres",
+            "kill_pg_backends",
+            "latency_postgres",
+            "partition_postgres",
+            "pause_postgres"
+        ]
+    );
+    assert!(shipped.run.duration_secs + shipped.run.warmup_secs <= 40.0);
+}
+
+#[test]
+fn bad_database_fault_settings_are_refused_naming_the_field() {
+    let err = parse_err(&with_faults(
+        "[[faults]]\nkind = \"failover_postgres\"\nat_secs = 2\n",
+    ));
+    assert_eq!(err.key(), Some("faults[0].kind"), "{err}");
+    assert_mentions(&err, &["needs a standby", "[postgres] replication"]);
+    let err = parse_err(&with_faults(
+        "[[faults]]\nkind = \"latency_postgres\"\nat_secs = 2\nduration_ms = 100\n",
+    ));
+    assert_eq!(err.key(), Some("faults[0].delay_ms"), "{err}");
+    let err = parse_err(&with_faults(
+        "[[faults]]\nkind = \"partition_postgres\"\nat_secs = 2\nduration_ms = 100\ndelay_ms = 5\n",
+    ));
+    assert_eq!(err.key(), Some("faults[0].delay_ms"), "{err}");
+    assert_mentions(&err, &["does not apply"]);
+    let err = parse_err(&with_faults(
+        "[[faults]]\nkind = \"pause_postgres\"\nat_secs = 2\nduration_ms = 100\nlag_ms = 5\n",
+    ));
+    assert_eq!(err.key(), Some("faults[0].lag_ms"), "{err}");
+    let err = parse_err(&with_faults(
+        "[[faults]]\nkind = \"pause_postgres\"\nat_secs = 2\nduration_ms = -100\n",
+    ));
+    assert_eq!(err.line(), Some(7), "{err}");
+    assert_mentions(&err, &["duration_ms"]);
+    let err = parse_err(&with_faults(
+        "[[faults]]\nkind = \"kill_pg_backends\"\nat_secs = -1\n",
+    ));
+    assert_eq!(err.key(), Some("faults[0].at_secs"), "{err}");
+    let err = parse_err(&with_faults(
+        "[[faults]]\nkind = \"latency_postgres\"\nat_secs = 2\nduration_ms = 100\ndelay_ms = 0\n",
+    ));
+    assert_eq!(err.key(), Some("faults[0].delay_ms"), "{err}");
+    let err = parse_err(&with_faults("[postgres]\nreplication = \"semi\"\n"));
+    assert_eq!(err.line(), Some(5), "{err}");
+    assert_mentions(&err, &["replication"]);
+    let err = parse_err(&with_faults(
+        "[[faults]]\nkind = \"failover\"\nat_secs = 2\n",
+    ));
+    assert_mentions(&err, &["failover_postgres"]);
 }
 
 #[test]

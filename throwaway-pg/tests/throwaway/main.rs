@@ -4,4 +4,5 @@
 
 mod binaries;
 mod cluster;
+mod replication;
 mod watchdog;

@@ -24,7 +24,8 @@ impl OwnBroker {
             .as_ref()
             .ok_or("an embedded broker needs a database")?;
         let database_url = pg.fresh_database(&db_name).await?;
-        let processes = self.start_brokers(env, cr, tag, &database_url).await?;
+        let broker_url = pg.broker_url_of(&db_name);
+        let processes = self.start_brokers(env, cr, tag, &broker_url).await?;
         let brokers = processes.iter().map(|p| env.client_of(&p.url)).collect();
         Ok(QueenCell {
             site: Site {
