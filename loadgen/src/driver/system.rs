@@ -13,6 +13,8 @@ use std::sync::Arc;
 
 use tokio::task::JoinHandle;
 
+use ackbench_reports::results::Promises;
+
 pub use super::pending::Pending;
 use crate::client::BrokerClient;
 use crate::lifecycle::env::Env;
@@ -61,6 +63,10 @@ pub trait Installed: Send + Sync {
     /// Whether the system itself counts the queue drained for every group of `running` (a
     /// shard's drain ends on it: its own ledger cannot know what other shards resolved).
     fn queue_drained<'a>(&'a self, running: &'a Running) -> Pending<'a, Result<bool, String>>;
+
+    /// What the system promises beyond at-least-once delivery: the guarantee checks whose
+    /// counts fail the run when above zero.
+    fn promises(&self) -> Promises;
 }
 
 /// A cell's workload as an installed system started it.

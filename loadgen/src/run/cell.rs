@@ -74,18 +74,10 @@ async fn measure(
             .await;
     workload.stop().await;
     let mut audit = workload.audit(drained, &cr.tag()).await?;
-    // A peer cell (no broker) keeps no history: its queue promises no lease or order.
-    if !system.site().brokers.is_empty() {
-        let ctx = workload.ctx();
-        history::judge(
-            &ctx.history,
-            &ctx.ledger,
-            &mut audit,
-            env.profile.kind.promises(),
-        );
-        if let Some(path) = &env.history {
-            history::export::append(path, &cr.name, cr.round, &ctx.history, &ctx.ledger)?;
-        }
+    let ctx = workload.ctx();
+    history::judge(&ctx.history, &ctx.ledger, &mut audit, system.promises());
+    if let Some(path) = &env.history {
+        history::export::append(path, &cr.name, cr.round, &ctx.history, &ctx.ledger)?;
     }
     progress.finish();
     if let Some(line) = errors_line(&label, workload.ctx()) {

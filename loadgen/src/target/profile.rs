@@ -109,8 +109,8 @@ impl TargetKind {
     }
 
     /// The guarantees this kind of broker promises beyond at-least-once delivery (Queen's
-    /// contract: partition leases with fencing, per-partition order, durable acks). The peers,
-    /// which promise no per-partition order or lease exclusivity, keep no history to judge.
+    /// contract: partition leases with fencing, per-partition order, durable acks). The peers
+    /// say their own (`driver::peer::Peer::promises`).
     pub fn promises(self) -> Promises {
         match self {
             TargetKind::Ackbench | TargetKind::QueenLog | TargetKind::QueenRows => Promises::ALL,

@@ -18,6 +18,7 @@ use ackbench_wire::{txn_hash, TxnHash};
 
 use super::{now_us, CellContext, Counters, Phase, Schedule};
 use crate::driver::peer::{Answer, Consumed, PeerQueue, Produced};
+use crate::history;
 
 /// How often the load generator ticks a PgQ queue (as `pgqd` would), and every how many ticks
 /// it runs the retry maintenance.
@@ -228,8 +229,22 @@ async fn consume(plan: PeerPlan, group: usize, id: u32, ctx: Arc<CellContext>) {
                 tokio::time::sleep(Duration::from_millis(plan.empty_backoff_ms.max(1))).await;
             }
             Ok(c) => {
-                ctx.latency.record("pop", started.elapsed());
-                answer(&plan, &queue, &client, group, &ctx, &c, draining, &mut rng).await;
+                let answered = Instant::now();
+                ctx.latency.record("pop", answered - started);
+                let pop = history::Pop {
+                    consumer: group as u32 * plan.consumers_per_group() + id,
+                    group: group as u16,
+                    lease_ms: plan.queue.visibility_secs.max(0) as u32 * 1000,
+                    sent: started,
+                    answered,
+                };
+                let first = record_pop(&ctx, &queue, &pop, &c);
+                let batch = Batch {
+                    consumed: &c,
+                    group,
+                    first_record: first,
+                };
+                answer(&plan, &queue, &client, &ctx, &batch, draining, &mut rng).await;
             }
             Err(e) => {
                 ctx.error(format!("consume: {e}"));
@@ -239,17 +254,36 @@ async fn consume(plan: PeerPlan, group: usize, id: u32, ctx: Arc<CellContext>) {
     }
 }
 
-#[allow(clippy::too_many_arguments)]
+/// Records the deliveries of one consumed batch in the history; returns the first's record
+/// number. A peer's queue is its one partition, and its messages come without a lease id.
+fn record_pop(ctx: &CellContext, queue: &PeerQueue, pop: &history::Pop, c: &Consumed) -> usize {
+    let records = c.deliveries.iter().map(|d| history::Popped {
+        txn: txn_hash(&d.transaction_id),
+        transaction_id: &d.transaction_id,
+        partition_id: &queue.queue,
+        lease_id: None,
+    });
+    ctx.history.popped(pop, records)
+}
+
+/// One consumed batch as a consumer of ledger group `group` answers it.
+struct Batch<'a> {
+    consumed: &'a Consumed,
+    group: usize,
+    /// The history's record number of its first delivery.
+    first_record: usize,
+}
+
 async fn answer(
     plan: &PeerPlan,
     queue: &PeerQueue,
     client: &Client,
-    group: usize,
     ctx: &CellContext,
-    consumed: &Consumed,
+    batch: &Batch<'_>,
     draining: bool,
     rng: &mut fastrand::Rng,
 ) {
+    let (consumed, group) = (batch.consumed, batch.group);
     let hashes: Vec<TxnHash> = consumed
         .deliveries
         .iter()
@@ -269,14 +303,29 @@ async fn answer(
             false => pick(&plan.outcome_shares, rng),
         })
         .collect();
+    let statuses: Vec<&'static str> = answers.iter().map(|a| a.status()).collect();
     let started = Instant::now();
+    ctx.history
+        .ack_sent(batch.first_record, &statuses, true, started);
     let done = queue.answer(client, consumed, &answers).await;
     Counters::bump(&ctx.counters.ack_requests, 1);
     let done = match done {
         Ok(d) => d,
         Err(e) => return ctx.error(format!("answer: {e}")),
     };
-    ctx.latency.record("ack", started.elapsed());
+    let answered = Instant::now();
+    ctx.latency.record("ack", answered - started);
+    for (i, status) in statuses.iter().enumerate() {
+        // The answer's statements committed: the peer took every item of it.
+        let outcome = history::AckOutcome {
+            status: history::Status::of(status),
+            lease_less: true,
+            verdict: history::Verdict::Accepted,
+            sent: started,
+            answered,
+        };
+        ctx.history.answered(batch.first_record + i, &outcome);
+    }
     book(ctx, group, consumed, &answers, &done.dead_lettered);
 }
 

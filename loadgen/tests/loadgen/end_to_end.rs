@@ -226,6 +226,27 @@ seed = 3
             a.pushed >= 200,
             "{peer}: the prefill and the producers: {a:?}"
         );
+        // The peer's deliveries are judged as a broker cell's, by what the peer promises.
+        assert!(a.history_checked, "{peer}: its history judged: {a:?}");
+        assert!(
+            !a.promises.order && !a.promises.lease_exclusive && !a.promises.fencing,
+            "{peer} promises no order or lease: {:?}",
+            a.promises
+        );
+        assert!(
+            a.promises.ack_durable,
+            "{peer}: a delete or finish is durable"
+        );
+        assert_eq!(
+            (a.unexpected, a.recovered, a.ack_regressions),
+            (0, 0, 0),
+            "{peer}: {a:?}"
+        );
+        assert!(a.broken().is_empty(), "{peer}: {:?}", a.broken());
+        assert!(
+            a.exactly_once > 0 && a.exactly_once <= a.pushed,
+            "{peer}: {a:?}"
+        );
         let round = &c.rounds[0];
         let by_procedure = &round.figures.pg_exec_ms_per_ack_by_procedure;
         for procedure in [consume, answer] {

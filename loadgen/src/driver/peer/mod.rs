@@ -17,6 +17,8 @@ pub mod system;
 
 use tokio_postgres::Client;
 
+use ackbench_reports::results::Promises;
+
 use super::pending::Pending;
 
 /// A queue driven over SQL on the measured PostgreSQL. Each call is one request of a worker
@@ -99,11 +101,25 @@ pub trait Peer: Send + Sync {
         queue: &'a PeerQueue,
     ) -> Pending<'a, Result<i64, String>>;
 
+    /// What the peer promises beyond at-least-once delivery, for the guarantee checks (a
+    /// peer's queue is judged as one partition whose messages carry no lease).
+    fn promises(&self) -> Promises;
+
     /// Consumer workers per consumer group when the scenario asks for `consumers`.
     fn readers_per_group(&self, consumers: u32) -> u32 {
         consumers.max(1)
     }
 }
+
+/// What a queue that hands out rows (or batches) without partition leases promises: no
+/// per-partition order, no lease exclusivity or fencing; an answered delete or finished batch is
+/// durable (the message is not handed out again).
+pub const DURABLE_ACKS_ONLY: Promises = Promises {
+    order: false,
+    lease_exclusive: false,
+    fencing: false,
+    ack_durable: true,
+};
 
 /// Every peer, in the order the command line lists them; each is a cell of its name.
 pub static PEERS: [&'static dyn Peer; 2] = [&pgmq::Pgmq, &pgq::Pgq];
@@ -233,6 +249,18 @@ pub enum Answer {
     /// Redeliver, not counted against the budget where the peer can tell.
     Retry,
     Dlq,
+}
+
+impl Answer {
+    /// The broker's ack status of the same meaning (`completed`, `failed`, `retry`, `dlq`).
+    pub fn status(self) -> &'static str {
+        match self {
+            Answer::Completed => "completed",
+            Answer::Failed => "failed",
+            Answer::Retry => "retry",
+            Answer::Dlq => "dlq",
+        }
+    }
 }
 
 /// What answering a batch did, message by message, for the audit.

@@ -10,10 +10,12 @@
 use tokio_postgres::types::Type;
 use tokio_postgres::Client;
 
+use super::DURABLE_ACKS_ONLY;
 use super::{
     db, ids_where, Answer, Answered, Asks, Consumed, Delivery, Peer, PeerQueue, Produced, Setup,
 };
 use crate::driver::pending::Pending;
+use ackbench_reports::results::Promises;
 
 /// PGMQ has one reader set per queue: consumer groups would need a queue per group.
 pub fn refusal(asks: &Asks) -> Option<String> {
@@ -187,6 +189,11 @@ impl Peer for Pgmq {
 
     fn refusal(&self, asks: &Asks) -> Option<String> {
         refusal(asks)
+    }
+
+    /// Deletes (and archives) by id, whoever holds the row: no order, no lease exclusivity.
+    fn promises(&self) -> Promises {
+        DURABLE_ACKS_ONLY
     }
 
     /// PGMQ's SQL is embedded in the `pgmq` crate this binary links.

@@ -10,10 +10,12 @@
 use tokio_postgres::types::Type;
 use tokio_postgres::Client;
 
+use super::DURABLE_ACKS_ONLY;
 use super::{
     db, ids_where, Answer, Answered, Asks, Consumed, Delivery, Peer, PeerQueue, Produced, Setup,
 };
 use crate::driver::pending::Pending;
+use ackbench_reports::results::Promises;
 
 /// How long a tick may lag behind the first event waiting for it.
 const TICK_MAX_LAG: &str = "100 milliseconds";
@@ -224,6 +226,12 @@ impl Peer for Pgq {
 
     fn refusal(&self, asks: &Asks) -> Option<String> {
         refusal(asks)
+    }
+
+    /// One reader per consumer; a finished batch is not handed out again; events come in no
+    /// promised order (a retried event returns in a later batch).
+    fn promises(&self) -> Promises {
+        DURABLE_ACKS_ONLY
     }
 
     fn check_parts<'a>(&'a self, admin: &'a Client) -> Pending<'a, Result<(), String>> {

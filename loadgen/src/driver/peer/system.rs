@@ -5,6 +5,7 @@
 
 use std::sync::Arc;
 
+use ackbench_reports::results::Promises;
 use ackbench_wire::txn_hash;
 
 use super::{Peer, PeerQueue, Setup};
@@ -213,5 +214,9 @@ impl Installed for PeerCell {
 
     fn queue_drained<'a>(&'a self, _running: &'a Running) -> Pending<'a, Result<bool, String>> {
         Box::pin(self.empty())
+    }
+
+    fn promises(&self) -> Promises {
+        self.queue.peer.promises()
     }
 }

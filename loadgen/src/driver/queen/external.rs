@@ -27,6 +27,7 @@ impl ExternalQueen {
                 owns_database: false,
             },
             sticky: false,
+            promises: env.profile.kind.promises(),
         })
     }
 }

@@ -13,6 +13,8 @@ use std::sync::Arc;
 
 use serde_json::json;
 
+use ackbench_reports::results::Promises;
+
 use ackbench_wire::txn_hash;
 
 use super::system::{Installed, Pending, Running, Site};
@@ -30,6 +32,8 @@ pub struct QueenCell {
     pub site: Site,
     /// How the workers reach the brokers (`[broker] routing`).
     pub sticky: bool,
+    /// What the broker promises (its profile's).
+    pub promises: Promises,
 }
 
 impl QueenCell {
@@ -150,6 +154,10 @@ impl Installed for QueenCell {
 
     fn queue_drained<'a>(&'a self, running: &'a Running) -> Pending<'a, Result<bool, String>> {
         Box::pin(self.cursors_at_end(running))
+    }
+
+    fn promises(&self) -> Promises {
+        self.promises
     }
 }
 

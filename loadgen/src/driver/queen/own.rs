@@ -35,6 +35,7 @@ impl OwnBroker {
                 owns_database: true,
             },
             sticky: self.topology.routing == Routing::Sticky,
+            promises: env.profile.kind.promises(),
         })
     }
 
