@@ -3,7 +3,8 @@
 //! PGMQ, PgQ, over SQL). `for_cell` is the registry: it picks the system of a cell and gives it
 //! the cell's settings. Adding a peer is a file implementing `peer::Peer` and its line in
 //! `peer::PEERS`; adding another kind of system is a file implementing `system::System` and
-//! `system::Installed`, and its line here.
+//! `system::Installed` (with its `workload::calls::Workers` for the one set of workers), and its
+//! line here.
 
 pub mod peer;
 pub mod pending;

@@ -6,8 +6,9 @@
 //! dead-lettered and a shard's drain whether its queue is drained. `Site` is where an installed
 //! system runs: the database measured, the brokers read, the processes faults strike.
 //!
-//! Calls through these interfaces are per cell, per phase or per snapshot; the workers'
-//! per-request paths are the drivers' own (statically dispatched) code.
+//! Calls through these interfaces are per cell, per phase or per snapshot; the workers, written
+//! once for every system, reach the system through its driver's worker calls
+//! (`workload::calls`), dispatched statically.
 
 use std::sync::Arc;
 

@@ -1,12 +1,13 @@
-//! The workload of one cell: producers and consumers driving the broker, sharing one
-//! `CellContext` (the brokers, ledger, latency recorder, counters, phase), and the runtime they run
-//! on.
+//! The workload of one cell: producers and consumers driving the system under test through its
+//! driver's calls (`calls`), written once for every system and sharing one `CellContext` (the
+//! brokers, ledger, history, latency recorder, counters, phase), and the runtime they run on.
 
 pub mod answers;
+pub mod calls;
 pub mod consumer;
 pub mod ledger;
-pub mod peer;
 pub mod producer;
+pub mod spawn;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 
@@ -98,7 +99,7 @@ pub struct CellContext {
     /// peer cell (its workers hold their own PostgreSQL connections).
     pub fleet: Option<Fleet>,
     pub ledger: Ledger,
-    /// Every delivery to the HTTP workers, for the guarantee checks.
+    /// Every delivery to the consumers, for the guarantee checks.
     pub history: crate::history::History,
     pub latency: Recorder,
     pub counters: Counters,

@@ -14,6 +14,7 @@
 pub mod pgmq;
 pub mod pgq;
 pub mod system;
+pub mod worker;
 
 use tokio_postgres::Client;
 
@@ -252,6 +253,16 @@ pub enum Answer {
 }
 
 impl Answer {
+    /// The answer of a broker's ack status (`failed` for any other).
+    pub fn of(status: &str) -> Answer {
+        match status {
+            "completed" => Answer::Completed,
+            "retry" => Answer::Retry,
+            "dlq" => Answer::Dlq,
+            _ => Answer::Failed,
+        }
+    }
+
     /// The broker's ack status of the same meaning (`completed`, `failed`, `retry`, `dlq`).
     pub fn status(self) -> &'static str {
         match self {

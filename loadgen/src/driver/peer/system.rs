@@ -1,13 +1,14 @@
 //! A peer as a system under test: installed into a fresh database of the measured PostgreSQL
 //! with its queue created and one consumer per consumer group subscribed (no broker), its
-//! workload run by the SQL workers of `workload::peer` over their own connections, and its
-//! dead letters listed for the audit.
+//! workload run by the one set of workers through the peer's SQL calls (`worker`) over their
+//! own connections, and its dead letters listed for the audit.
 
 use std::sync::Arc;
 
 use ackbench_reports::results::Promises;
 use ackbench_wire::txn_hash;
 
+use super::worker::{self, PeerWorkers};
 use super::{Peer, PeerQueue, Setup};
 use crate::driver::system::{Installed, Pending, Running, Site, System};
 use crate::lifecycle::env::Env;
@@ -15,8 +16,7 @@ use crate::lifecycle::CellRound;
 use crate::progress::Progress;
 use crate::target::postgres::connect;
 use crate::workload::ledger::TxnSet;
-use crate::workload::peer::{self, PeerPlan};
-use crate::workload::CellContext;
+use crate::workload::{spawn, CellContext};
 
 /// A peer, as a cell runs it.
 pub struct PeerSystem {
@@ -108,7 +108,7 @@ pub struct PeerCell {
 }
 
 impl PeerCell {
-    /// The prefill through the peer, then its workers.
+    /// The prefill through the peer, then its workers (and its ticker, if it needs one).
     async fn start_workload(
         &self,
         cr: &CellRound<'_>,
@@ -116,50 +116,31 @@ impl PeerCell {
     ) -> Result<Running, String> {
         let groups = cr.scenario.consumers.group_names();
         let ctx = Arc::new(CellContext::new(None, groups.len()));
-        let plan = self.plan(cr);
-        let backlog =
-            cr.scenario.prefill.messages_per_partition * cr.scenario.queue.partitions as u64;
-        if backlog > 0 {
-            progress.update(&format!("{} prefill {backlog} messages", cr.label()));
-            peer::prefill(&plan, &ctx, backlog, cr.scenario.prefill.batch).await?;
+        let calls = Arc::new(PeerWorkers {
+            queue: self.queue.clone(),
+            url: self.url.clone(),
+            groups: self.groups.clone(),
+        });
+        let queue = &self.queue.queue;
+        spawn::prefill(cr, queue, &ctx, &calls, progress).await?;
+        let mut workers = spawn::spawn_workers(cr, queue, &ctx, &calls);
+        if self.queue.peer.needs_ticker() {
+            let ticker = worker::tick(self.queue.clone(), self.url.clone(), ctx.clone());
+            workers.push(crate::workload::runtime().spawn(ticker));
         }
-        let workers = peer::spawn(&plan, &ctx);
         Ok(Running {
-            queue: self.queue.queue.clone(),
+            queue: queue.clone(),
             groups,
             ctx,
             workers,
         })
     }
 
-    /// The scenario's producers and consumers, as the peer runs them.
-    fn plan(&self, cr: &CellRound<'_>) -> PeerPlan {
-        let (producers, consumers) = (&cr.scenario.producers, &cr.scenario.consumers);
-        PeerPlan {
-            queue: self.queue.clone(),
-            url: self.url.clone(),
-            producers: producers.count,
-            batch: producers.batch,
-            payload_bytes: producers.payload_bytes,
-            rate: producers
-                .open_rate()
-                .map(|r| r / producers.count.max(1) as f64),
-            consumers: consumers.count,
-            groups: self.groups.clone(),
-            pop_batch: consumers.pop_batch,
-            processing_ms: consumers.processing_ms,
-            empty_backoff_ms: consumers.empty_backoff_ms,
-            outcome_shares: consumers.outcomes.shares(),
-            tag: cr.tag(),
-            seed: cr.seed,
-        }
-    }
-
     /// The peer's dead letters (a peer with dead letters has one group); a listing that fails
     /// is logged and counts as none.
     async fn dead_lettered(&self, running: &Running) -> Vec<TxnSet> {
         let mut dlq: Vec<TxnSet> = vec![TxnSet::default(); running.groups.len()];
-        let listed = match peer::connect(&self.url).await {
+        let listed = match worker::connect(&self.url).await {
             Ok(client) => self.queue.dead_lettered(&client).await,
             Err(e) => Err(e),
         };
@@ -178,7 +159,7 @@ impl PeerCell {
 
     /// Whether the peer holds nothing more for its consumers.
     async fn empty(&self) -> Result<bool, String> {
-        let client = peer::connect(&self.url).await?;
+        let client = worker::connect(&self.url).await?;
         Ok(self.queue.backlog(&client).await? == 0)
     }
 }

@@ -1,12 +1,14 @@
 //! Systems that speak Queen's HTTP wire: our broker started per cell (`own`, 1..N brokers on a
 //! fresh database) and an external Queen given by URL (`external`). Both install into a
-//! `QueenCell`: the queue configured over `/api/v1/configure`, the prefill and the HTTP workers
-//! (`workers`: producers pushing batches, consumers popping and acking them, each over its own
-//! connection), the brokers' `/metrics` as the system's figures, and the DLQ listing and the
+//! `QueenCell`: the queue configured over `/api/v1/configure`, the prefill and the workers
+//! driving it over the wire (`workers`: producers pushing batches, `push`; consumers popping
+//! and acking them, `pop`; each over its own connection), the brokers' `/metrics` as the system's figures, and the DLQ listing and the
 //! queue's cursors for the audit and a shard's drain.
 
 pub mod external;
 pub mod own;
+pub mod pop;
+pub mod push;
 pub mod workers;
 
 use std::sync::Arc;
@@ -25,7 +27,7 @@ use crate::progress::Progress;
 use crate::scenario::Scenario;
 use crate::shard::drain::queue_drained;
 use crate::workload::ledger::TxnSet;
-use crate::workload::CellContext;
+use crate::workload::{spawn, CellContext};
 
 /// A cell's brokers, installed.
 pub struct QueenCell {
@@ -59,8 +61,9 @@ impl QueenCell {
             // Other shards push what this shard's consumers pop.
             ctx.ledger.owe_unknown_deliveries();
         }
-        workers::prefill(cr, &queue, &ctx, progress).await?;
-        let workers = workers::spawn_workers(cr, &queue, &ctx);
+        let calls = Arc::new(workers::HttpWorkers);
+        spawn::prefill(cr, &queue, &ctx, &calls, progress).await?;
+        let workers = spawn::spawn_workers(cr, &queue, &ctx, &calls);
         Ok(Running {
             queue,
             groups,
