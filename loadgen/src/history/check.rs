@@ -542,4 +542,28 @@ mod tests {
         assert_eq!(f.unexpected, 2, "{f:#?}");
         assert_eq!(f.examples["unexpected"].len(), 2);
     }
+
+    /// A peer's deliveries: one partition, no lease ids, lease-less acks, several consumers
+    /// reading at once.
+    fn peer(mut d: Delivery) -> Delivery {
+        d.lease = 0;
+        d.lease_less = true;
+        d
+    }
+
+    #[test]
+    fn a_peer_history_is_judged_for_durable_acks_and_never_for_stale_acks() {
+        let ok = Verdict::Accepted;
+        // Two consumers read the queue at once, each acking its own rows: no lease, so no
+        // stale ack, whatever the timing.
+        let a = peer(acked(d(0, 1, 0, 0, 0, 10), ok, 500, 510));
+        let b = peer(acked(d(1, 2, 1, 0, 20, 30), ok, 600, 610));
+        let f = check(&[a, b], &booked);
+        assert_eq!(f.stale_acks_accepted, 0, "{f:#?}");
+        assert_eq!(f.ack_regressions + f.unexpected, 0, "{f:#?}");
+        // A row handed out again after its delete was answered: a regression.
+        let again = peer(d(0, 2, 2, 0, 700, 710));
+        let f = check(&[a, b, again], &booked);
+        assert_eq!(f.ack_regressions, 1, "{f:#?}");
+    }
 }

@@ -215,3 +215,15 @@ fn every_peer_cell_has_its_registered_peer_and_every_peer_a_cell() {
     }
     assert!(Cell::ALL.iter().all(|c| c.peer().is_none()));
 }
+
+#[test]
+fn an_answer_reads_back_from_its_ack_status() {
+    for a in [
+        Answer::Completed,
+        Answer::Failed,
+        Answer::Retry,
+        Answer::Dlq,
+    ] {
+        assert_eq!(Answer::of(a.status()), a);
+    }
+}
