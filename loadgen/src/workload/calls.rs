@@ -90,8 +90,11 @@ pub trait Consume: Send + 'static {
         async {}
     }
 
-    /// Answers items `ack.range` of `batch`, each with its status, and keeps each item's
-    /// answer (`answers`).
+    /// Writes the ack of items `ack.range` of `batch`, each with its status (before its send
+    /// time is taken, so the ack's latency is the request's).
+    fn write_ack(&mut self, batch: &Self::Batch<'_>, ack: &AckRequest<'_>);
+
+    /// Sends the ack last written and keeps each item's answer (`answers`).
     fn ack(
         &mut self,
         ctx: &CellContext,

@@ -208,17 +208,18 @@ async fn ack<C: Consume>(
     range: Range<usize>,
     lease_less: bool,
 ) {
-    let started = Instant::now();
-    let first = w.first_record + range.start;
     // A system whose messages carry no lease takes lease-less acks only.
     let lease_less = lease_less || !C::LEASES;
-    ctx.history
-        .ack_sent(first, &w.statuses[range.clone()], lease_less, started);
     let request = AckRequest {
         range: range.clone(),
         statuses: &w.statuses,
         lease_less,
     };
+    w.calls.write_ack(batch, &request);
+    let started = Instant::now();
+    let first = w.first_record + range.start;
+    ctx.history
+        .ack_sent(first, &w.statuses[range.clone()], lease_less, started);
     let sent = w.calls.ack(ctx, batch, &request).await;
     Counters::bump(&ctx.counters.ack_requests, sent.requests as u64);
     if let Err(e) = sent.answered {

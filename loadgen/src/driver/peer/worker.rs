@@ -208,6 +208,15 @@ impl Consume for SqlConsumer {
         }
     }
 
+    fn write_ack(&mut self, _batch: &Self::Batch<'_>, ack: &AckRequest<'_>) {
+        self.answers.clear();
+        self.answers.extend(
+            ack.statuses[ack.range.clone()]
+                .iter()
+                .map(|s| Answer::of(s)),
+        );
+    }
+
     /// Answers the whole batch (a peer answers no part of one); once the peer's statements
     /// committed, it took every item.
     async fn ack(
@@ -224,12 +233,6 @@ impl Consume for SqlConsumer {
                 answered,
             };
         }
-        self.answers.clear();
-        self.answers.extend(
-            ack.statuses[ack.range.clone()]
-                .iter()
-                .map(|s| Answer::of(s)),
-        );
         let done = self
             .queue
             .answer(&self.client, consumed, &self.answers)

@@ -101,27 +101,29 @@ impl Consume for HttpConsumer {
         Ok(batch)
     }
 
+    fn write_ack(&mut self, batch: &Self::Batch<'_>, ack: &AckRequest<'_>) {
+        self.body.json(&AckBody {
+            acknowledgments: AckItems {
+                messages: &batch.messages[ack.range.clone()],
+                statuses: &ack.statuses[ack.range.clone()],
+                lease_less: ack.lease_less,
+            },
+            consumer_group: self.group.as_deref(),
+        });
+    }
+
     async fn ack(
         &mut self,
         ctx: &CellContext,
         batch: &Self::Batch<'_>,
         ack: &AckRequest<'_>,
     ) -> AckSent {
-        let messages = &batch.messages[ack.range.clone()];
-        self.body.json(&AckBody {
-            acknowledgments: AckItems {
-                messages,
-                statuses: &ack.statuses[ack.range.clone()],
-                lease_less: ack.lease_less,
-            },
-            consumer_group: self.group.as_deref(),
-        });
         let mut requests = 0;
         let answered = match self.send_ack(ctx, &mut requests).await {
             Ok(answer) => match parse::<Vec<AckAnswer<'_>>>("ack", &answer) {
                 Ok(results) => {
                     note_acks(&results, &ctx.variants);
-                    self.keep_answers(messages, &results);
+                    self.keep_answers(&batch.messages[ack.range.clone()], &results);
                     Ok(())
                 }
                 Err(e) => Err(e.to_string()),
