@@ -270,7 +270,7 @@ pub struct Audit {
     #[serde(default)]
     pub exactly_once: u64,
     /// Whether the client's history of deliveries was checked for the guarantees below (false:
-    /// a target whose workers keep no history, or results written before the checks existed).
+    /// results written before the checks existed; every cell, a peer's too, keeps a history).
     #[serde(default)]
     pub history_checked: bool,
     /// What the target promises, so which of the counts below fail the run.
