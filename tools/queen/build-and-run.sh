@@ -31,7 +31,10 @@
 # dependencies with curl and builds libuv with cmake), and the headers of libpq, OpenSSL and zlib
 # (and zstd where Queen's Makefile links it). On Debian or Ubuntu:
 #   apt-get install -y build-essential cmake curl unzip libpq-dev libssl-dev zlib1g-dev libzstd-dev
-# The first build takes about 5 minutes on 2 cores; later runs rebuild only what changed.
+# The first build takes about 5 minutes on 2 cores; later runs rebuild only what changed, with
+# Queen's offline target `build-only` (no downloads). Without github.com, fill server/vendor/ as
+# the Makefile's deps rule lays it out (json.hpp, httplib.h, uWebSockets/, uSockets/, spdlog/,
+# jwt-cpp/, libuv/ with build/libuv.a) and touch server/vendor/.deps_ready first.
 #
 # Exit status: 2 for a bad argument or a missing input (the message says which), 1 when the
 # build or the server fails; otherwise the server's own status once you stop it (Ctrl-C).
