@@ -82,6 +82,7 @@ async fn measure(
             &ctx.ledger,
             &mut audit,
             env.profile.kind.promises(),
+            cr.scenario.queue.options.lease_time.saturating_mul(1000),
         );
         if let Some(path) = &env.history {
             history::export::append(path, &cr.name, cr.round, &ctx.history, &ctx.ledger)?;
