@@ -31,7 +31,10 @@
 # dependencies with curl and builds libuv with cmake), and the headers of libpq, OpenSSL and zlib
 # (and zstd where Queen's Makefile links it). On Debian or Ubuntu:
 #   apt-get install -y build-essential cmake curl unzip libpq-dev libssl-dev zlib1g-dev libzstd-dev
-# The first build takes about 5 minutes on 2 cores; later runs rebuild only what changed.
+# The first build takes about 5 minutes on 2 cores; later runs rebuild only what changed, with
+# Queen's offline target `build-only` (no downloads). Without github.com, fill server/vendor/ as
+# the Makefile's deps rule lays it out (json.hpp, httplib.h, uWebSockets/, uSockets/, spdlog/,
+# jwt-cpp/, libuv/ with build/libuv.a) and touch server/vendor/.deps_ready first.
 #
 # Exit status: 2 for a bad argument or a missing input (the message says which), 1 when the
 # build or the server fails; otherwise the server's own status once you stop it (Ctrl-C).
@@ -115,9 +118,20 @@ fi
 
 # ---------------------------------------------------------------- build
 revision=$(git -C "$checkout" log -1 --format='%h %cs' 2>/dev/null || echo "revision unknown: not a git checkout")
-say "building Queen's server in $checkout/server ($revision) with make -j$jobs"
-say "Queen's make downloads its pinned dependencies into server/vendor/ the first time (about 5 minutes on 2 cores in all)"
-make -C "$checkout/server" -j"$jobs" >&2 || die 1 "make failed in $checkout/server (its output is above)"
+# Queen's default target fetches its dependencies again on every call (its download rule hangs
+# off a phony target), so once server/vendor/ is complete the offline target `build-only` builds
+# instead; without it, the downloads need github.com.
+make_target=""
+if [ -f "$checkout/server/vendor/.deps_ready" ] && grep -q '^build-only:' "$checkout/server/Makefile"; then
+  make_target=build-only
+  say "building Queen's server in $checkout/server ($revision) with make build-only -j$jobs (dependencies already in server/vendor/)"
+else
+  curl -fsS -o /dev/null --max-time 15 https://github.com 2>/dev/null \
+    || die 2 "server/vendor/ of $checkout is not ready and github.com cannot be reached: Queen's make downloads its pinned dependencies from there (see the URLs in server/Makefile); put them into server/vendor/ as its deps rule lays them out, build vendor/libuv/build/libuv.a, touch server/vendor/.deps_ready, and run this again"
+  say "building Queen's server in $checkout/server ($revision) with make -j$jobs"
+  say "Queen's make downloads its pinned dependencies into server/vendor/ the first time (about 5 minutes on 2 cores in all)"
+fi
+make -C "$checkout/server" -j"$jobs" $make_target >&2 || die 1 "make failed in $checkout/server (its output is above)"
 server_bin=$checkout/server/bin/queen-server
 [ -x "$server_bin" ] || die 1 "make finished but $server_bin is missing"
 say "built $server_bin"

@@ -4,7 +4,9 @@
 //!
 //! - a broker grants a lease somewhere between the pop's send and its answer, and cannot
 //!   release it before the consumer's first ack under it was sent nor expire it before the pop's
-//!   send plus the lease time (less `CLOCK_SLACK`);
+//!   send plus the lease time (less `CLOCK_SLACK`), taken as the shorter of the lease the pop
+//!   asked for and the queue's lease time (a broker may grant the queue's whatever a pop asks:
+//!   Queen's servers ignore `leaseSeconds`);
 //! - a broker applies an ack somewhere between its send and its answer.
 //!
 //! Every check works within one (group, partition) window or one (group, message), so a later
@@ -56,13 +58,18 @@ impl Findings {
     }
 }
 
-/// Checks `history` (records in any order); `pushed` says what became of a message's push.
-pub fn check(history: &[Delivery], pushed: &dyn Fn(&TxnHash) -> Pushed) -> Findings {
+/// Checks `history` (records in any order); `pushed` says what became of a message's push;
+/// `queue_lease_ms` is the queue's lease time, the longest lease the checks assume a pop got.
+pub fn check(
+    history: &[Delivery],
+    pushed: &dyn Fn(&TxnHash) -> Pushed,
+    queue_lease_ms: u32,
+) -> Findings {
     let mut f = Findings::default();
     check_pushes(history, pushed, &mut f);
     check_regressions(history, &mut f);
     for window in windows(history).values() {
-        let holds = holds(window);
+        let holds = holds(window, queue_lease_ms);
         check_order(window, pushed, &mut f);
         check_overlaps(&holds, &mut f);
         check_stale_acks(window, &holds, &mut f);
@@ -182,15 +189,17 @@ struct Hold {
     pop_sent: Micros,
     pop_answered: Micros,
     /// Until when the broker certainly kept the lease: the first ack sent under it, or the
-    /// pop's send plus the lease time less `CLOCK_SLACK`, whichever is earlier.
+    /// pop's send plus the lease time (the shorter of the one asked for and the queue's) less
+    /// `CLOCK_SLACK`, whichever is earlier.
     certain_until: Micros,
 }
 
-/// The holds of one window, by pop send time.
-fn holds(window: &[&Delivery]) -> Vec<Hold> {
+/// The holds of one window, by pop send time; no lease is assumed longer than `queue_lease_ms`.
+fn holds(window: &[&Delivery], queue_lease_ms: u32) -> Vec<Hold> {
     let mut by_answer: BTreeMap<u64, Hold> = BTreeMap::new();
     for d in window {
-        let expiry = (d.pop_sent + d.lease_ms as Micros * 1000).saturating_sub(CLOCK_SLACK);
+        let lease = d.lease_ms.min(queue_lease_ms) as Micros * 1000;
+        let expiry = (d.pop_sent + lease).saturating_sub(CLOCK_SLACK);
         let h = by_answer.entry(d.answer).or_insert(Hold {
             consumer: d.consumer,
             answer: d.answer,
@@ -346,6 +355,9 @@ mod tests {
     use ackbench_wire::txn_hash;
 
     const MS: Micros = 1000;
+    /// The lease every test delivery asks for, and the queue's lease time in the tests that do
+    /// not set one apart.
+    const LEASE_MS: u32 = 1000;
 
     /// Message `seq` of producer 7 (one message per push), popped by `consumer` in answer
     /// `answer` at `position`, the pop sent at `sent` and answered at `answered` (ms), under
@@ -372,7 +384,7 @@ mod tests {
             status: Status::Completed,
             lease_less: false,
             verdict: Verdict::Unanswered,
-            lease_ms: 1000,
+            lease_ms: LEASE_MS,
             pop_sent: sent * MS,
             pop_answered: answered * MS,
             ack_sent: NEVER,
@@ -430,7 +442,7 @@ mod tests {
         ];
         let mut history = history.to_vec();
         history[10].status = Status::Retry;
-        let f = check(&history, &booked);
+        let f = check(&history, &booked, LEASE_MS);
         assert!(clean(&f), "{f:#?}");
     }
 
@@ -438,14 +450,15 @@ mod tests {
     fn concurrent_pops_prove_no_reordering_and_a_failed_push_is_not_judged() {
         // Answer 1 (message 1) overlaps answer 0 (message 0) in time: no order is proven.
         let history = [d(1, 2, 1, 0, 0, 50), d(0, 1, 0, 0, 10, 60)];
-        assert!(clean(&check(&history, &booked)));
+        assert!(clean(&check(&history, &booked, LEASE_MS)));
         // Messages of a failed push out of order are not judged (only counted recovered).
         let swapped = [d(1, 1, 0, 0, 0, 10), d(0, 1, 0, 1, 0, 10)];
         let failed = txn_hash("m0");
-        let f = check(&swapped, &|t| match *t == failed {
+        let pushed = |t: &TxnHash| match *t == failed {
             true => Pushed::Failed,
             false => Pushed::Booked,
-        });
+        };
+        let f = check(&swapped, &pushed, LEASE_MS);
         assert_eq!((f.order_violations, f.recovered), (0, 1), "{f:#?}");
     }
 
@@ -456,7 +469,7 @@ mod tests {
             d(0, 1, 0, 1, 0, 10),
             d(2, 1, 0, 2, 0, 10),
         ];
-        let f = check(&history, &booked);
+        let f = check(&history, &booked, LEASE_MS);
         assert_eq!(f.order_violations, 1, "{f:#?}");
         assert!(f.examples["order_violations"][0].contains("came after"));
         // A redelivery out of order is no first delivery.
@@ -465,13 +478,13 @@ mod tests {
             d(1, 1, 0, 1, 0, 10),
             d(0, 1, 1, 0, 20, 30),
         ];
-        assert_eq!(check(&again, &booked).order_violations, 0);
+        assert_eq!(check(&again, &booked, LEASE_MS).order_violations, 0);
     }
 
     #[test]
     fn a_later_message_answered_before_an_earlier_was_asked_for_is_a_reordering() {
         let history = [d(1, 2, 1, 0, 0, 10), d(0, 1, 0, 0, 20, 30)];
-        let f = check(&history, &booked);
+        let f = check(&history, &booked, LEASE_MS);
         assert_eq!(
             (f.reorderings_across_leases, f.order_violations),
             (1, 0),
@@ -484,7 +497,7 @@ mod tests {
         let a = acked(d(0, 1, 0, 0, 0, 10), Verdict::Accepted, 300, 310);
         let mut b = acked(d(0, 2, 1, 0, 50, 60), Verdict::Noop, 320, 330);
         b.lease = a.lease;
-        let f = check(&[a, b], &booked);
+        let f = check(&[a, b], &booked, LEASE_MS);
         assert_eq!(f.lease_overlaps, 1, "{f:#?}");
         assert_eq!(
             f.stale_acks_accepted, 0,
@@ -493,19 +506,36 @@ mod tests {
         // The same consumer popping again overlaps nothing.
         let mut same = b;
         same.consumer = 1;
-        assert_eq!(check(&[a, same], &booked).lease_overlaps, 0);
+        assert_eq!(check(&[a, same], &booked, LEASE_MS).lease_overlaps, 0);
+    }
+
+    #[test]
+    fn a_pop_granted_the_queues_shorter_lease_is_judged_by_it() {
+        // Consumer 1 asks for a 4 s lease and stalls; the broker grants the queue's 1 s (as
+        // Queen's servers do, ignoring leaseSeconds) and hands the partition to consumer 2 at
+        // 1.2 s; consumer 1's late ack is refused. Correct for a 1 s queue lease.
+        let mut stalled = acked(d(0, 1, 0, 0, 0, 10), Verdict::Refused, 5000, 5010);
+        stalled.lease_ms = 4 * LEASE_MS;
+        let mut taker = acked(d(0, 2, 1, 0, 1200, 1210), Verdict::Accepted, 1220, 1230);
+        taker.lease_ms = 4 * LEASE_MS;
+        let history = [stalled, taker];
+        let f = check(&history, &booked, LEASE_MS);
+        assert!(clean(&f), "{f:#?}");
+        // With a queue lease as long as the one asked for, the same take-over is an overlap.
+        let f = check(&history, &booked, 4 * LEASE_MS);
+        assert_eq!(f.lease_overlaps, 1, "{f:#?}");
     }
 
     #[test]
     fn an_ack_accepted_after_the_lease_passed_is_stale() {
         let a = acked(d(0, 1, 0, 0, 0, 10), Verdict::Accepted, 1500, 1510);
         let b = acked(d(0, 2, 1, 0, 1200, 1210), Verdict::Accepted, 1220, 1230);
-        let f = check(&[a, b], &booked);
+        let f = check(&[a, b], &booked, LEASE_MS);
         assert_eq!((f.stale_acks_accepted, f.lease_overlaps), (1, 0), "{f:#?}");
         let mut lease_less = a;
         lease_less.lease_less = true;
         assert!(
-            clean(&check(&[lease_less, b], &booked)),
+            clean(&check(&[lease_less, b], &booked, LEASE_MS)),
             "lease-less acks are not fenced"
         );
     }
@@ -515,7 +545,7 @@ mod tests {
         let a = acked(d(0, 1, 0, 0, 0, 10), Verdict::Accepted, 20, 30);
         let b = acked(d(0, 2, 1, 0, 1200, 1210), Verdict::Accepted, 1220, 1230);
         let again = d(0, 3, 2, 0, 1300, 1310);
-        let f = check(&[a, b, again], &booked);
+        let f = check(&[a, b, again], &booked, LEASE_MS);
         assert_eq!(f.ack_regressions, 1, "one message, counted once: {f:#?}");
     }
 
@@ -526,10 +556,10 @@ mod tests {
         nack.status = Status::Dlq;
         let after = acked(d(1, 1, 0, 1, 0, 10), ok, 20, 30);
         let again = acked(d(1, 1, 1, 0, 40, 50), ok, 60, 70);
-        assert!(clean(&check(&[nack, after, again], &booked)));
+        assert!(clean(&check(&[nack, after, again], &booked, LEASE_MS)));
         // The same items acked in separate requests: the completed one's success is its own.
         let alone = acked(d(1, 1, 0, 1, 0, 10), ok, 25, 30);
-        let f = check(&[nack, alone, again], &booked);
+        let f = check(&[nack, alone, again], &booked, LEASE_MS);
         assert_eq!(f.ack_regressions, 1, "{f:#?}");
     }
 
@@ -538,7 +568,7 @@ mod tests {
         let mut other_group = d(0, 2, 1, 0, 0, 10);
         other_group.group = 1;
         let history = [d(0, 1, 0, 0, 0, 10), d(0, 1, 2, 0, 20, 30), other_group];
-        let f = check(&history, &|_| Pushed::Never);
+        let f = check(&history, &|_| Pushed::Never, LEASE_MS);
         assert_eq!(f.unexpected, 2, "{f:#?}");
         assert_eq!(f.examples["unexpected"].len(), 2);
     }
@@ -558,12 +588,12 @@ mod tests {
         // stale ack, whatever the timing.
         let a = peer(acked(d(0, 1, 0, 0, 0, 10), ok, 500, 510));
         let b = peer(acked(d(1, 2, 1, 0, 20, 30), ok, 600, 610));
-        let f = check(&[a, b], &booked);
+        let f = check(&[a, b], &booked, LEASE_MS);
         assert_eq!(f.stale_acks_accepted, 0, "{f:#?}");
         assert_eq!(f.ack_regressions + f.unexpected, 0, "{f:#?}");
         // A row handed out again after its delete was answered: a regression.
         let again = peer(d(0, 2, 2, 0, 700, 710));
-        let f = check(&[a, b, again], &booked);
+        let f = check(&[a, b, again], &booked, LEASE_MS);
         assert_eq!(f.ack_regressions, 1, "{f:#?}");
     }
 }

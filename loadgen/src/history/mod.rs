@@ -237,9 +237,17 @@ impl History {
 }
 
 /// Checks the cell round's history against what the ledger saw of the pushes and writes the
-/// findings into `audit`, judged by what the target `promises`.
-pub fn judge(history: &History, ledger: &Ledger, audit: &mut Audit, promises: Promises) {
-    let findings = history.inspect(|history| check::check(history, &|t| ledger.push_of(t)));
+/// findings into `audit`, judged by what the target `promises`; `queue_lease_ms` is the queue's
+/// lease time (no pop's lease is assumed longer: a broker may grant it whatever a pop asks).
+pub fn judge(
+    history: &History,
+    ledger: &Ledger,
+    audit: &mut Audit,
+    promises: Promises,
+    queue_lease_ms: u32,
+) {
+    let pushed = |t: &TxnHash| ledger.push_of(t);
+    let findings = history.inspect(|history| check::check(history, &pushed, queue_lease_ms));
     audit.history_checked = true;
     audit.promises = promises;
     audit.unexpected = findings.unexpected;

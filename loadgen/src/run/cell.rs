@@ -75,7 +75,13 @@ async fn measure(
     workload.stop().await;
     let mut audit = workload.audit(drained, &cr.tag()).await?;
     let ctx = workload.ctx();
-    history::judge(&ctx.history, &ctx.ledger, &mut audit, system.promises());
+    history::judge(
+        &ctx.history,
+        &ctx.ledger,
+        &mut audit,
+        system.promises(),
+        cr.scenario.queue.options.lease_time.saturating_mul(1000),
+    );
     if let Some(path) = &env.history {
         history::export::append(path, &cr.name, cr.round, &ctx.history, &ctx.ledger)?;
     }
