@@ -261,8 +261,8 @@ pub async fn query_multi(
         let i = r.ordinal as usize - 1;
         verdicts[i] = if r.ok {
             Verdict::Committed {
-                acked: r.acked,
-                lease_released: r.lease_released,
+                acked: r.acked.unwrap_or_default(),
+                lease_released: r.lease_released.unwrap_or_default(),
             }
         } else {
             Verdict::Rejected(r.error.unwrap_or_default())

@@ -354,7 +354,7 @@ fn report_written(
             payload: &items[i].payload,
         })
         .collect();
-    let base_offset = row.base_offset;
+    let base_offset = row.base_offset.unwrap_or_default();
     let first = &items[members[0]];
     on_pushed(
         &app.ready,

@@ -140,9 +140,11 @@ pub struct AckMultiRow {
     /// The 1-based position of the input row it answers.
     pub ordinal: i32,
     pub ok: bool,
+    /// The refusal, when not `ok`.
     pub error: Option<String>,
-    pub acked: i64,
-    pub lease_released: bool,
+    /// Offsets the cursor moved and whether the lease ended, when `ok`.
+    pub acked: Option<i64>,
+    pub lease_released: Option<bool>,
 }
 
 /// The fused ack statement, prepared (once per connection) on `db`.

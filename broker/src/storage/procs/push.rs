@@ -23,6 +23,7 @@ pub struct Push<'a> {
 
 /// The duplicates a segment held back instead of writing: frame `index[k]` duplicates the
 /// stored offset `offset[k]` (when `>= 0`) or the earlier frame `first[k]` of the same call.
+/// Empty for a written segment (the procedures answer NULL there).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Duplicates {
     pub index: Vec<i32>,
@@ -33,9 +34,15 @@ pub struct Duplicates {
 impl Duplicates {
     fn of(row: &Row) -> Duplicates {
         Duplicates {
-            index: row.get("dup_index"),
-            offset: row.get("dup_offset"),
-            first: row.get("dup_first"),
+            index: row
+                .get::<_, Option<Vec<i32>>>("dup_index")
+                .unwrap_or_default(),
+            offset: row
+                .get::<_, Option<Vec<i64>>>("dup_offset")
+                .unwrap_or_default(),
+            first: row
+                .get::<_, Option<Vec<i32>>>("dup_first")
+                .unwrap_or_default(),
         }
     }
 }
@@ -46,7 +53,8 @@ pub struct PushRow {
     /// The 1-based position of the segment it answers.
     pub ordinal: i32,
     pub partition_id: Uuid,
-    pub base_offset: i64,
+    /// The written segment's first offset; `None` when it was not written.
+    pub base_offset: Option<i64>,
     pub written: bool,
     pub duplicates: Duplicates,
 }
