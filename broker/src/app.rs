@@ -1,5 +1,7 @@
-//! The state every handler shares: configuration, the pool, counters, parked long-polls, and
-//! the accelerators' engines (ack registry, ack fusion, push fusion).
+//! The state every handler shares: configuration, the pool, counters, readiness (hotlist and
+//! parked long-polls), and the accelerators' engines (ack registry, ack fusion, pop fusion, push
+//! fusion). The pop domain and the push report are handed what they need from it
+//! (`pop_context`, `ready`, `segments`) rather than `App`.
 
 use std::sync::{Arc, Weak};
 
@@ -11,16 +13,16 @@ use crate::ack::registry::AckRegistry;
 use crate::config::Config;
 use crate::crypto::Sealer;
 use crate::demand::Demand;
-use crate::lanes::{LaneSettings, Lanes};
-use crate::longpoll::LongPoll;
+use crate::fusion;
 use crate::metrics::Metrics;
 use crate::pop::fusion::PopFusion;
 use crate::pop::hotlist::Hotlist;
 use crate::pop::stats::PopStats;
-use crate::pop::PartitionIds;
+use crate::pop::{PartitionIds, PopContext};
 use crate::push::fusion::{PushFusion, Settings as PushFusionSettings, Sink};
 use crate::push::written::on_pushed;
 use crate::queue_meta::QueueMetas;
+use crate::readiness::Readiness;
 use crate::segment_cache::SegmentCache;
 use crate::storage::{DbError, Timeline};
 
@@ -28,7 +30,6 @@ pub struct App {
     pub config: Config,
     pub pool: Pool,
     pub metrics: Metrics,
-    pub long_poll: LongPoll,
     /// Whether consumers wait for messages (written by the pop route, read by the lanes).
     pub demand: Arc<Demand>,
     pub default_tenant: Uuid,
@@ -36,8 +37,8 @@ pub struct App {
     pub registry: Option<AckRegistry>,
     /// Ack fusion, when `QUEEN_ACK_FUSION` is on (it fuses registry hits).
     pub fusion: Option<AckFusion>,
-    /// Candidate partitions per (queue, group), when `QUEEN_HOTLIST` is on.
-    pub hotlist: Option<Hotlist>,
+    /// The hotlist and the parked long-polls: what push, pop and ack notify.
+    pub ready: Readiness,
     /// Pop fusion, when `QUEEN_POP_FUSION` is on.
     pub pop_fusion: Option<PopFusion>,
     /// Decoded segments shared by push (write-through) and pop (`QUEEN_SEGMENT_CACHE_MB`).
@@ -57,8 +58,8 @@ pub struct App {
 }
 
 impl App {
-    /// Builds the shared state; starts the fusion engines' shard tasks (so call it inside the
-    /// runtime). Push fusion reports committed segments to `on_pushed` through a weak handle
+    /// Builds the shared state; starts the fusion engines' tasks (the lanes, push fusion's
+    /// shards), so call it inside the runtime. Push fusion reports committed segments to `on_pushed` through a weak handle
     /// on the state, so its tasks never keep the state alive.
     pub fn start(config: Config, pool: Pool, timeline: Arc<Timeline>) -> Arc<App> {
         Arc::new_cyclic(|me: &Weak<App>| {
@@ -73,7 +74,7 @@ impl App {
                 let me = me.clone();
                 let sink: Sink = Arc::new(move |segment| {
                     if let Some(app) = me.upgrade() {
-                        on_pushed(&app, segment);
+                        on_pushed(&app.ready, &app.segments, segment);
                     }
                 });
                 let settings = PushFusionSettings {
@@ -95,14 +96,14 @@ impl App {
             .ack_registry
             .then(|| AckRegistry::new(config.ack_registry_mb));
         let demand = Arc::new(Demand::default());
-        let (fusion, pop_fusion) = fusions(&config, &pool, &demand);
+        let (fusion, pop_fusion) = fusion::start(&config, &pool, &demand);
         let hotlist = config
             .hotlist
             .then(|| Hotlist::new(std::time::Duration::from_millis(config.hotlist_reseed_ms)));
         App {
             registry,
             fusion,
-            hotlist,
+            ready: Readiness::new(hotlist),
             pop_fusion,
             segments: SegmentCache::new(config.segment_cache_mb),
             partition_ids: PartitionIds::default(),
@@ -117,9 +118,23 @@ impl App {
             config,
             pool,
             metrics: Metrics::default(),
-            long_poll: LongPoll::default(),
             demand,
             default_tenant: Uuid::parse_str(ackbench_wire::DEFAULT_TENANT).expect("a valid UUID"),
+        }
+    }
+
+    /// What the pop domain works with.
+    pub fn pop_context(&self) -> PopContext<'_> {
+        PopContext {
+            pool: &self.pool,
+            config: &self.config,
+            ready: &self.ready,
+            partition_ids: &self.partition_ids,
+            pop_fusion: &self.pop_fusion,
+            pop_stats: &self.pop_stats,
+            segments: &self.segments,
+            sealer: &self.sealer,
+            timeline: &self.timeline,
         }
     }
 
@@ -130,50 +145,4 @@ impl App {
             .await
             .map_err(|e| DbError::from_pool(context, e))
     }
-}
-
-/// Ack fusion and pop fusion, each on lanes of its own, or, both on with `QUEEN_FUSION_JOINT`,
-/// sharing one set of lanes so acks and pops waiting together commit together (the lanes then
-/// follow ack fusion's settings).
-fn fusions(
-    config: &Config,
-    pool: &Pool,
-    demand: &Arc<Demand>,
-) -> (Option<AckFusion>, Option<PopFusion>) {
-    let ack_concurrency = Config::lane_concurrency(config.ack_fusion_shards);
-    let ack_linger = config.lane_linger(config.ack_fusion_hold_ms);
-    if config.ack_fusion && config.pop_fusion && config.fusion_joint {
-        let (ack_stats, pop_stats) = (Arc::default(), Arc::default());
-        let settings = LaneSettings {
-            concurrency: ack_concurrency,
-            linger: ack_linger,
-            max_ack_rows: config.ack_fusion_max_rows,
-            demand: Arc::clone(demand),
-            ack_stats: Arc::clone(&ack_stats),
-            pop_stats: Arc::clone(&pop_stats),
-        };
-        let lanes = Lanes::start(pool.clone(), settings);
-        return (
-            Some(AckFusion::on(lanes.clone(), ack_stats).sharing_lanes_with_pops()),
-            Some(PopFusion::on(lanes, pop_stats)),
-        );
-    }
-    let fusion = config.ack_fusion.then(|| {
-        AckFusion::start(
-            pool.clone(),
-            ack_concurrency,
-            ack_linger,
-            config.ack_fusion_max_rows,
-            Arc::clone(demand),
-        )
-    });
-    let pop_fusion = config.pop_fusion.then(|| {
-        PopFusion::start(
-            pool.clone(),
-            Config::lane_concurrency(config.pop_fusion_shards),
-            config.lane_linger(config.pop_fusion_hold_ms),
-            Arc::clone(demand),
-        )
-    });
-    (fusion, pop_fusion)
 }

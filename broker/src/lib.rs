@@ -21,8 +21,10 @@
 pub mod ack;
 pub mod app;
 pub mod config;
+pub mod counters;
 pub mod crypto;
 pub mod demand;
+pub mod fusion;
 pub mod http;
 pub mod lanes;
 pub mod longpoll;
@@ -31,6 +33,7 @@ pub mod pop;
 pub mod push;
 pub mod queue_meta;
 pub mod queues;
+pub mod readiness;
 pub mod retention;
 pub mod routes;
 pub mod segment;
@@ -153,6 +156,7 @@ impl Totals {
 /// Logs what happened between `last` and `now`.
 fn summarise(app: &App, last: &Totals, now: &Totals) {
     if let (Some(n), l) = (&now.ack.fusion, last.ack.fusion.unwrap_or_default()) {
+        let (n, l) = (n.counts, l.counts);
         let (commits, rows) = (n.flushes - l.flushes, n.rows - l.rows);
         if commits > 0 {
             let per = rows as f64 / commits as f64;
@@ -166,7 +170,10 @@ fn summarise(app: &App, last: &Totals, now: &Totals) {
         tracing::info!(target: "push-fusion", commits, messages, messages_per_commit = format!("{per:.2}"), "coalesce summary");
     }
     if let (Some(n), l) = (&now.ack.registry, last.ack.registry.unwrap_or_default()) {
-        let (hits, misses) = (n.hits - l.hits, n.misses - l.misses);
+        let (hits, misses) = (
+            n.counts.hits - l.counts.hits,
+            n.counts.misses - l.counts.misses,
+        );
         if hits + misses > 0 {
             let rate = hits as f64 / (hits + misses) as f64;
             tracing::info!(target: "ack-registry", hits, misses, hit_rate = format!("{rate:.3}"), entries = n.entries, "registry summary");

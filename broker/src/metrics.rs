@@ -11,6 +11,7 @@ use std::sync::Mutex;
 
 use crate::ack::stats::{AckSnapshot, FusionSnapshot, RegistrySnapshot};
 use crate::config::Config;
+use crate::counters::counters;
 use crate::pop::stats::PopSnapshot;
 
 /// Everything `/metrics` shows besides the broker's own counters.
@@ -20,30 +21,45 @@ pub struct Sections<'a> {
     pub config: &'a Config,
 }
 
+counters! {
+    /// The broker's own counters (the domains' sets are rendered from their snapshots).
+    BrokerCounters,
+    /// The broker's own counters at one instant.
+    BrokerCounts {
+        messages_pushed: "queen_messages_pushed_total", "Messages written by push.";
+        messages_duplicate: "queen_messages_duplicate_total", "Pushed messages refused as duplicates.";
+        messages_delivered: "queen_messages_delivered_total", "Messages handed out by pop.";
+        messages_acked: "queen_messages_acked_total", "Offsets committed by acks (cursor advance).";
+        pops_empty: "queen_pops_empty_total", "Pops answered 204.";
+        long_poll_parked: "queen_long_poll_parked_total", "Long-polls that parked.";
+        long_poll_woken: "queen_long_poll_woken_total", "Parked long-polls woken (by a push, a release, or candidates given back).";
+        /// Full-batch acks that listed their partition ahead of their commit (`QUEEN_ACK_HANDOFF`).
+        ack_handoffs: "queen_ack_handoffs_total", "Full-batch acks that listed their partition for a pop of the same flush.";
+        retention_passes: "queen_retention_passes_total", "Retention passes run by this broker.";
+        retention_txns_purged: "queen_retention_txns_purged_total", "Hash-sidecar rows purged.";
+        retention_segments_deleted: "queen_retention_segments_deleted_total", "Segments deleted by retention.";
+    }
+}
+
+/// The family of ack items by the path that answered them, `queen_acks_total{path=...}`.
+const ACKS_BY_PATH: (&str, &str) = (
+    "queen_acks_total",
+    "Ack items by the path that answered them.",
+);
+
 /// Counters the broker exposes.
 #[derive(Default)]
 pub struct Metrics {
     requests: Mutex<BTreeMap<(&'static str, u16), u64>>,
-    pub messages_pushed: AtomicU64,
-    pub messages_duplicate: AtomicU64,
-    pub messages_delivered: AtomicU64,
-    pub messages_acked: AtomicU64,
-    pub pops_empty: AtomicU64,
-    pub long_poll_parked: AtomicU64,
-    pub long_poll_woken: AtomicU64,
-    pub retention_passes: AtomicU64,
-    pub retention_txns_purged: AtomicU64,
-    pub retention_segments_deleted: AtomicU64,
-    /// Ack items answered by the hash path (`queen.log_ack_by_hash_v1`).
+    pub counters: BrokerCounters,
+    /// Ack items answered by the hash path (`log_ack_by_hash_v1`).
     pub acks_hash: AtomicU64,
-    /// Ack items answered by a positional advance (`queen.log_ack_at_v1`).
+    /// Ack items answered by a positional advance (`log_ack_at_v1`).
     pub acks_positional: AtomicU64,
     /// Ack items answered by a registry hit committed with a synchronous log_ack_at_v1.
     pub acks_registry: AtomicU64,
     /// Ack items answered by a registry hit committed through a fusion flush.
     pub acks_fusion: AtomicU64,
-    /// Full-batch acks that listed their partition ahead of their commit (`QUEEN_ACK_HANDOFF`).
-    pub ack_handoffs: AtomicU64,
 }
 
 impl Metrics {
@@ -67,79 +83,16 @@ impl Metrics {
                 "queen_requests_total{{route=\"{route}\",status=\"{status}\"}} {n}"
             );
         }
-        let counters: [(&str, &str, &AtomicU64); 11] = [
-            (
-                "queen_messages_pushed_total",
-                "Messages written by push.",
-                &self.messages_pushed,
-            ),
-            (
-                "queen_messages_duplicate_total",
-                "Pushed messages refused as duplicates.",
-                &self.messages_duplicate,
-            ),
-            (
-                "queen_messages_delivered_total",
-                "Messages handed out by pop.",
-                &self.messages_delivered,
-            ),
-            (
-                "queen_messages_acked_total",
-                "Offsets committed by acks (cursor advance).",
-                &self.messages_acked,
-            ),
-            (
-                "queen_pops_empty_total",
-                "Pops answered 204.",
-                &self.pops_empty,
-            ),
-            (
-                "queen_long_poll_parked_total",
-                "Long-polls that parked.",
-                &self.long_poll_parked,
-            ),
-            (
-                "queen_long_poll_woken_total",
-                "Parked long-polls woken (by a push, a release, or candidates given back).",
-                &self.long_poll_woken,
-            ),
-            (
-                "queen_ack_handoffs_total",
-                "Full-batch acks that listed their partition for a pop of the same flush.",
-                &self.ack_handoffs,
-            ),
-            (
-                "queen_retention_passes_total",
-                "Retention passes run by this broker.",
-                &self.retention_passes,
-            ),
-            (
-                "queen_retention_txns_purged_total",
-                "Hash-sidecar rows purged.",
-                &self.retention_txns_purged,
-            ),
-            (
-                "queen_retention_segments_deleted_total",
-                "Segments deleted by retention.",
-                &self.retention_segments_deleted,
-            ),
-        ];
-        for (name, help, value) in counters {
-            counter(&mut out, name, help, value.load(Relaxed));
-        }
-        out.push_str("# HELP queen_acks_total Ack items by the path that answered them.\n");
-        out.push_str("# TYPE queen_acks_total counter\n");
+        self.counters.counts().render(&mut out);
+        let (family, help) = ACKS_BY_PATH;
+        let _ = writeln!(out, "# HELP {family} {help}\n# TYPE {family} counter");
         for (path, value) in [
             ("registry", &self.acks_registry),
             ("fusion", &self.acks_fusion),
             ("hash", &self.acks_hash),
             ("positional", &self.acks_positional),
         ] {
-            let _ = writeln!(
-                out,
-                "queen_acks_total{{path=\"{path}\"}} {}",
-                value.load(Relaxed)
-            );
+            let _ = writeln!(out, "{family}{{path=\"{path}\"}} {}", value.load(Relaxed));
         }
         render_ack(&mut out, &sections.ack);
         render_pop(&mut out, &sections.pop);
@@ -176,31 +129,7 @@ fn render_ack(out: &mut String, ack: &AckSnapshot) {
 }
 
 fn render_registry(out: &mut String, r: &RegistrySnapshot) {
-    let series = [
-        (
-            "queen_ack_registry_hits_total",
-            "Ack groups answered by a registry hit.",
-            r.hits,
-        ),
-        (
-            "queen_ack_registry_misses_total",
-            "Ack groups that took the SQL path.",
-            r.misses,
-        ),
-        (
-            "queen_ack_registry_evictions_total",
-            "Entries evicted by the memory bound.",
-            r.evictions,
-        ),
-        (
-            "queen_ack_registry_expirations_total",
-            "Entries swept by TTL.",
-            r.expirations,
-        ),
-    ];
-    for (name, help, value) in series {
-        counter(out, name, help, value);
-    }
+    r.counts.render(out);
     gauge(
         out,
         "queen_ack_registry_entries",
@@ -216,66 +145,8 @@ fn render_registry(out: &mut String, r: &RegistrySnapshot) {
 }
 
 fn render_ack_fusion(out: &mut String, f: &FusionSnapshot) {
-    let series = [
-        (
-            "queen_ack_fusion_flushes_total",
-            "Fusion flushes (one commit each).",
-            f.flushes,
-        ),
-        (
-            "queen_ack_fusion_rows_total",
-            "Folded rows committed by flushes.",
-            f.rows,
-        ),
-        (
-            "queen_ack_fusion_requests_total",
-            "Registry hits enqueued for fusion.",
-            f.requests,
-        ),
-        (
-            "queen_ack_fusion_committed_total",
-            "Fused acks answered Committed.",
-            f.committed,
-        ),
-        (
-            "queen_ack_fusion_rejected_total",
-            "Fused acks answered Rejected (hash path).",
-            f.rejected,
-        ),
-        (
-            "queen_ack_fusion_flush_errors_total",
-            "Flushes that failed as a whole.",
-            f.flush_errors,
-        ),
-        (
-            "queen_ack_fusion_flush_microseconds_total",
-            "Wall time of flushes: connection, call and commit.",
-            f.flush_us,
-        ),
-        (
-            "queen_lanes_lingers_total",
-            "Lingers of an idle lane after a first arrival.",
-            f.lingers,
-        ),
-        (
-            "queen_lanes_linger_microseconds_total",
-            "Time the lanes' lingers were set to hold their work (one ended early by a full flush counts whole).",
-            f.linger_us,
-        ),
-        (
-            "queen_lanes_probes_total",
-            "Epochs the lanes tried one more flush in flight.",
-            f.probes,
-        ),
-        (
-            "queen_lanes_probes_kept_total",
-            "Probes that measured a gain and were kept.",
-            f.probes_kept,
-        ),
-    ];
-    for (name, help, value) in series {
-        counter(out, name, help, value);
-    }
+    f.counts.render(out);
+    f.lanes.render(out);
     gauge(
         out,
         "queen_ack_fusion_rows_per_commit",
@@ -304,72 +175,9 @@ fn render_pop(out: &mut String, p: &PopSnapshot) {
         "1 when pop fusion is on.",
         flag(p.fusion.is_some()),
     );
-    let series = [
-        (
-            "queen_pop_hotlist_seeds_total",
-            "Candidate lists (re)seeded from PostgreSQL.",
-            p.hotlist_seeds,
-        ),
-        (
-            "queen_pop_gate_parks_total",
-            "Long-poll attempts the pending gate answered without SQL.",
-            p.gate_parks,
-        ),
-        (
-            "queen_pop_sql_wildcards_total",
-            "Pops that ran the bounded SQL wildcard.",
-            p.sql_wildcards,
-        ),
-        (
-            "queen_pop_stale_candidates_total",
-            "Claims of listed candidates that delivered nothing.",
-            p.stale_candidates,
-        ),
-        (
-            "queen_pop_segments_cached_total",
-            "Delivered segments served decoded from the cache.",
-            p.segments_cached,
-        ),
-        (
-            "queen_pop_segments_shipped_total",
-            "Delivered segments whose blob PostgreSQL shipped.",
-            p.segments_shipped,
-        ),
-    ];
-    for (name, help, value) in series {
-        counter(out, name, help, value);
-    }
+    p.counts.render(out);
     if let Some(f) = &p.fusion {
-        let series = [
-            (
-                "queen_pop_fusion_flushes_total",
-                "Pop fusion flushes (one commit each).",
-                f.flushes,
-            ),
-            (
-                "queen_pop_fusion_jobs_total",
-                "Pops claimed through fusion flushes.",
-                f.jobs,
-            ),
-            (
-                "queen_pop_fusion_flush_errors_total",
-                "Pop flushes that failed as a whole.",
-                f.flush_errors,
-            ),
-            (
-                "queen_pop_fusion_flush_microseconds_total",
-                "Wall time of pop flushes: connection, claim and commit.",
-                f.flush_us,
-            ),
-            (
-                "queen_pop_fusion_joint_flushes_total",
-                "Pop flushes that committed fused acks in the same transaction.",
-                f.joint_flushes,
-            ),
-        ];
-        for (name, help, value) in series {
-            counter(out, name, help, value);
-        }
+        f.render(out);
     }
 }
 
@@ -423,18 +231,96 @@ fn render_settings(out: &mut String, c: &Config) {
     }
 }
 
-/// Writes one counter with its HELP and TYPE lines.
-pub fn counter(out: &mut String, name: &str, help: &str, value: u64) {
-    let _ = writeln!(
-        out,
-        "# HELP {name} {help}\n# TYPE {name} counter\n{name} {value}"
-    );
-}
-
 /// Writes one gauge with its HELP and TYPE lines.
 pub fn gauge(out: &mut String, name: &str, help: &str, value: f64) {
     let _ = writeln!(
         out,
         "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}"
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ack::fusion::FusionStats;
+    use crate::ack::registry::RegistryCounters;
+    use crate::counters::Counter;
+    use crate::lanes::LaneCounters;
+    use crate::pop::fusion::PopFusionStats;
+    use crate::pop::stats::PopStats;
+
+    /// Every counter set the broker declares.
+    fn catalogue() -> Vec<Counter> {
+        [
+            BrokerCounters::CATALOGUE,
+            RegistryCounters::CATALOGUE,
+            FusionStats::CATALOGUE,
+            LaneCounters::CATALOGUE,
+            PopStats::CATALOGUE,
+            PopFusionStats::CATALOGUE,
+        ]
+        .concat()
+    }
+
+    /// `/metrics` with every section on; the first broker counter holds 1, the last one the
+    /// number of broker counters.
+    fn exposition() -> String {
+        let metrics = Metrics::default();
+        Metrics::add(&metrics.counters.messages_pushed, 1);
+        let last = BrokerCounters::CATALOGUE.len() as u64;
+        Metrics::add(&metrics.counters.retention_segments_deleted, last);
+        let lookup = |_: &str| None;
+        let config = Config::from_lookup(lookup).expect("defaults");
+        let sections = Sections {
+            ack: AckSnapshot {
+                registry: Some(RegistrySnapshot::default()),
+                fusion: Some(FusionSnapshot::default()),
+            },
+            pop: PopSnapshot {
+                fusion: Some(Default::default()),
+                ..PopSnapshot::default()
+            },
+            config: &config,
+        };
+        metrics.render(&sections)
+    }
+
+    #[test]
+    fn every_declared_counter_is_rendered_once_with_its_help_and_type() {
+        let text = exposition();
+        for c in catalogue() {
+            let typed = format!("# TYPE {} counter", c.name);
+            let help = format!("# HELP {} {}", c.name, c.help);
+            let samples = text
+                .lines()
+                .filter(|l| l.split(' ').next() == Some(c.name))
+                .count();
+            assert_eq!(text.matches(&typed).count(), 1, "{}", c.name);
+            assert_eq!(text.matches(&help).count(), 1, "{}", c.name);
+            assert_eq!(samples, 1, "{}: one sample line", c.name);
+        }
+    }
+
+    #[test]
+    fn a_counters_value_reaches_its_line() {
+        let text = exposition();
+        assert!(text.contains("\nqueen_messages_pushed_total 1\n"), "{text}");
+        let last = BrokerCounters::CATALOGUE.len();
+        let line = format!("\nqueen_retention_segments_deleted_total {last}\n");
+        assert!(text.contains(&line), "{text}");
+    }
+
+    #[test]
+    fn counter_names_are_unique_and_follow_the_naming_rule() {
+        let all = catalogue();
+        let mut names: Vec<&str> = all.iter().map(|c| c.name).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), all.len(), "a counter is declared twice");
+        for c in &all {
+            assert!(c.name.starts_with("queen_"), "{}", c.name);
+            assert!(c.name.ends_with("_total"), "{}", c.name);
+            assert!(!c.help.is_empty(), "{}", c.name);
+        }
+    }
 }

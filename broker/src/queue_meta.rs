@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use deadpool_postgres::Pool;
 use uuid::Uuid;
 
+use crate::storage::procs;
 use crate::storage::DbError;
 
 /// How long an entry is trusted.
@@ -64,23 +65,17 @@ impl QueueMetas {
             .get()
             .await
             .map_err(|e| DbError::from_pool("queue_meta", e))?;
-        let rows = db
-            .query(
-                "SELECT name, max_size, encryption_enabled FROM queen.queue_meta_v1($1, $2)",
-                &[&tenant, &missing],
-            )
-            .await
-            .map_err(|e| DbError::from_pg("queue_meta_v1", e))?;
+        let rows = procs::queues::queue_meta(&db, tenant, &missing).await?;
         let mut fresh: HashMap<String, QueueMeta> = missing
             .iter()
             .map(|n| (n.to_string(), QueueMeta::default()))
             .collect();
         for row in rows {
             let meta = QueueMeta {
-                max_size: row.get("max_size"),
-                encrypted: row.get("encryption_enabled"),
+                max_size: row.max_size,
+                encrypted: row.encryption_enabled,
             };
-            fresh.insert(row.get("name"), meta);
+            fresh.insert(row.name, meta);
         }
         let now = Instant::now();
         let mut map = self.map.lock().expect("queue meta lock");

@@ -1,5 +1,5 @@
 //! The retention loop: every `QUEEN_RETENTION_INTERVAL_MS` one pass of
-//! `queen.log_retention_v1` (hash-sidecar purge on its own clock, segment retention).
+//! `log_retention_v1` (hash-sidecar purge on its own clock, segment retention).
 //!
 //! Several brokers may share a database: the procedure takes an advisory lock and a pass that
 //! cannot get it does nothing, so passes never overlap. A failed pass is logged and retried on
@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use crate::app::App;
 use crate::metrics::Metrics;
+use crate::storage::procs;
 
 /// Runs passes until the task is aborted.
 pub async fn run(app: Arc<App>) {
@@ -28,18 +29,17 @@ pub async fn run(app: Arc<App>) {
 pub async fn pass(app: &App) -> Result<(), String> {
     let db = app.db("retention").await.map_err(|e| e.to_string())?;
     let floor = app.config.txns_min_retention_seconds.min(i32::MAX as u64) as i32;
-    let row = db
-        .query_one(
-            "SELECT ran, txns_purged, segments_deleted FROM queen.log_retention_v1($1)",
-            &[&floor],
-        )
+    let pass = procs::retention::retention(&db, floor)
         .await
-        .map_err(|e| format!("queen.log_retention_v1: {e}"))?;
-    if row.get::<_, bool>(0) {
-        let (txns, segments): (i64, i64) = (row.get(1), row.get(2));
-        Metrics::add(&app.metrics.retention_passes, 1);
-        Metrics::add(&app.metrics.retention_txns_purged, txns as u64);
-        Metrics::add(&app.metrics.retention_segments_deleted, segments as u64);
+        .map_err(|e| e.to_string())?;
+    if pass.ran {
+        let (txns, segments) = (pass.txns_purged, pass.segments_deleted);
+        Metrics::add(&app.metrics.counters.retention_passes, 1);
+        Metrics::add(&app.metrics.counters.retention_txns_purged, txns as u64);
+        Metrics::add(
+            &app.metrics.counters.retention_segments_deleted,
+            segments as u64,
+        );
         if txns > 0 || segments > 0 {
             tracing::info!(target: "retention", txns_purged = txns, segments_deleted = segments, "retention pass");
         }

@@ -2,8 +2,8 @@
 //!
 //! Only the broker can decompress a segment, so it unpacks frame `off - base_offset` of the
 //! covering segment (payload, message id, transactionId) and calls
-//! `queen.log_dlq_head_v3(partition, group, worker, off, message_id, txn, payload, sealed,
-//! error)` with the same worker (leaseId) the ack came with. That files the row with a payload
+//! `log_dlq_head_v3(partition, group, lease_id, off, message_id, txn, payload, sealed,
+//! error)` with the same leaseId the ack came with. That files the row with a payload
 //! snapshot (the frame's JSON text as pushed, byte for byte, into a `json` column that accepts
 //! whatever JSON a push accepted, `\u0000` escapes included), steps the cursor past the poison
 //! frame and releases the lease. The frame of an encrypted queue stays sealed in the row (a JSON
@@ -27,9 +27,8 @@ use deadpool_postgres::Object;
 use serde_json::Value;
 use uuid::Uuid;
 
-use super::hash_path::HashOutcome;
 use super::{AckError, AckGroup, AckItem, AckStatus};
-use crate::storage::{self, DbError};
+use crate::storage::procs::{self, ack::HashOutcome};
 
 /// What the filing did.
 #[derive(Debug, Clone, PartialEq)]
@@ -43,7 +42,7 @@ pub struct DlqFiling {
     /// Offsets the cursor moved (stepping past the poison).
     pub acked: i64,
     pub lease_released: bool,
-    /// The `queen.log_dlq` row id.
+    /// The id of the filed DLQ row.
     pub dlq_id: Option<i64>,
 }
 
@@ -68,30 +67,18 @@ pub async fn file_head(
     })?;
     let nack = the_nack(group, outcome, offset);
     let snap = snapshot(db, group.partition_id, offset, nack, outcome).await?;
-    let stmt = db
-        .prepare_cached(
-            "SELECT queen.log_dlq_head_v3($1, $2, $3, $4, $5, $6, $7::text::json, $8, $9)",
-        )
-        .await
-        .map_err(|e| DbError::from_pg("log_dlq_head_v3", e))?;
-    let row = db
-        .query_one(
-            &stmt,
-            &[
-                &group.partition_id,
-                &group.consumer_group,
-                &group.lease_id,
-                &offset,
-                &snap.message_id,
-                &snap.transaction_id,
-                &snap.payload,
-                &snap.sealed,
-                &snap.error,
-            ],
-        )
-        .await
-        .map_err(|e| DbError::from_pg("log_dlq_head_v3", e))?;
-    let v: Value = row.get(0);
+    let head = procs::dlq::DlqHead {
+        partition_id: group.partition_id,
+        group: &group.consumer_group,
+        lease_id: &group.lease_id,
+        offset,
+        message_id: snap.message_id,
+        transaction_id: &snap.transaction_id,
+        payload: &snap.payload,
+        sealed: snap.sealed,
+        error: &snap.error,
+    };
+    let v: Value = procs::dlq::dlq_head(db, &head).await?;
     Ok(DlqFiling {
         offset,
         filed: v["ok"].as_bool().unwrap_or(false),
@@ -132,25 +119,29 @@ async fn snapshot(
         .filter(|e| !e.is_empty())
         .unwrap_or_else(|| generic_reason(outcome));
     let acked_txn = nack.map(|i| i.transaction_id.clone()).unwrap_or_default();
-    Ok(match storage::frame_at(db, partition_id, offset).await? {
-        Some(frame) => Snapshot {
-            message_id: Some(frame.message_id),
-            payload: match frame.sealed {
-                true => Value::String(hex::encode(&frame.payload)).to_string(),
-                false => payload_text(&frame.payload),
+    Ok(
+        match procs::push::frame_at(db, partition_id, offset).await? {
+            Some(frame) => Snapshot {
+                message_id: Some(frame.message_id),
+                payload: match frame.sealed {
+                    true => Value::String(hex::encode(&frame.payload)).to_string(),
+                    false => payload_text(&frame.payload),
+                },
+                sealed: frame.sealed,
+                transaction_id: frame.transaction_id,
+                error: reason,
             },
-            sealed: frame.sealed,
-            transaction_id: frame.transaction_id,
-            error: reason,
+            None => Snapshot {
+                message_id: None,
+                transaction_id: acked_txn,
+                payload: "null".to_string(),
+                sealed: false,
+                error: format!(
+                    "{reason} (payload unavailable: its segment was removed by retention)"
+                ),
+            },
         },
-        None => Snapshot {
-            message_id: None,
-            transaction_id: acked_txn,
-            payload: "null".to_string(),
-            sealed: false,
-            error: format!("{reason} (payload unavailable: its segment was removed by retention)"),
-        },
-    })
+    )
 }
 
 /// A frame's payload as JSON text: as pushed when it is JSON (always, for frames a push wrote),

@@ -1,5 +1,5 @@
 //! The accelerated ack: a registry hit becomes one positional cursor advance, committed through
-//! a fusion flush (fusion on) or a synchronous `queen.log_ack_at_v1` (fusion off).
+//! a fusion flush (fusion on) or a synchronous `log_ack_at_v1` (fusion off).
 //!
 //! Only a group whose every item is `completed` under a non-empty leaseId can hit, and only
 //! when the acked set equals the delivered set (`AckRegistry::take_if_full_batch`). Everything
@@ -31,6 +31,7 @@ pub async fn try_full_batch(
         !group.lease_id.is_empty() && group.items.iter().all(|i| i.status == AckStatus::Completed);
     if !eligible {
         registry
+            .counters
             .misses
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         return Ok(None);
@@ -54,7 +55,7 @@ pub async fn try_full_batch(
             let ack = FusedAck {
                 partition: group.partition_id,
                 group: group.consumer_group.clone(),
-                worker: group.lease_id.clone(),
+                lease_id: group.lease_id.clone(),
                 batch_end: batch.upto,
                 count: batch.count,
             };
@@ -80,7 +81,7 @@ pub async fn try_full_batch(
             // offsets once per request; folding needs two requests for one lease, and a lease's
             // registry entry is taken by one hit only, so over the wire it counts once.
             if app.fusion.is_some() {
-                Metrics::add(&app.metrics.messages_acked, acked.max(0) as u64);
+                Metrics::add(&app.metrics.counters.messages_acked, acked.max(0) as u64);
             }
             let results = answers(group, true, None, lease_released);
             super::wake_on_release(app, group, &results, Some(batch.upto));
@@ -102,15 +103,16 @@ pub async fn try_full_batch(
 /// pop keyed to another lane) or the ack fail, the claim finds the lease and takes nothing,
 /// and the release, or the lease's expiry, lists the partition again.
 fn hand_off(app: &App, fusion: &AckFusion, group: &AckGroup, acked_end: i64) {
-    let Some(hot) = &app.hotlist else {
+    let Some(hot) = &app.ready.hotlist else {
         return;
     };
     if !(app.config.ack_handoff && fusion.joint()) {
         return;
     }
     if hot.releasing(group.partition_id, &group.consumer_group, acked_end) {
-        Metrics::add(&app.metrics.ack_handoffs, 1);
-        app.long_poll
+        Metrics::add(&app.metrics.counters.ack_handoffs, 1);
+        app.ready
+            .long_poll
             .released(group.partition_id, &group.consumer_group);
     }
 }

@@ -1,5 +1,5 @@
 //! Ack fusion: registry hits (full-batch completed acks, each one positional cursor advance)
-//! from many requests commit together in one `queen.log_ack_multi_v1` transaction, so the ack
+//! from many requests commit together in one `log_ack_multi_v1` transaction, so the ack
 //! commit rate, and its fsyncs, collapse under load.
 //!
 //! - Keyed by a hash of the partition id: every ack of a partition lands in one slot of the
@@ -8,25 +8,25 @@
 //!   linger that grows with the arrival rate, never longer than `QUEEN_ACK_FUSION_HOLD_MS`;
 //!   arrivals during a flush go in the next one. Batch size is emergent. How many flushes run
 //!   at once is measured, not configured (`QUEEN_ACK_FUSION_SHARDS` fixes it).
-//! - Folding: requests with the same (partition, group, worker) fold into one row at the highest
+//! - Folding: requests with the same (partition, group, lease_id) fold into one row at the highest
 //!   `batch_end`, and every folded request gets that row's verdict (sound: a cursor advance is
-//!   monotone and idempotent). Different workers on one (partition, group) stay separate rows.
+//!   monotone and idempotent). Different leases on one (partition, group) stay separate rows.
 //! - The waiter's answer resolves only after the flush commits. Waiters never hold a pooled
-//!   connection: only the shard's flush takes one, for the duration of the call.
+//!   connection: only a flush takes one, for the duration of the call.
 //! - With pop fusion on and `QUEEN_FUSION_JOINT`, the acks and pops waiting in the lanes commit
 //!   together (see `lanes/mod.rs`).
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
-use deadpool_postgres::{Object, Pool};
+use deadpool_postgres::Object;
 use tokio::sync::oneshot;
 use tokio_postgres::{Client, Statement};
 
-use crate::demand::Demand;
-use crate::lanes::control::{ConcurrencyMode, Linger};
-use crate::lanes::{LaneSettings, Lanes, Work};
+use crate::counters::counters;
+use crate::lanes::{Inbox, LaneGauges};
+use crate::storage::procs;
 use uuid::Uuid;
 use xxhash_rust::xxh3::{xxh3_64, Xxh3};
 
@@ -34,7 +34,7 @@ use xxhash_rust::xxh3::{xxh3_64, Xxh3};
 pub struct FusedAck {
     pub partition: Uuid,
     pub group: String,
-    pub worker: String,
+    pub lease_id: String,
     pub batch_end: i64,
     pub count: i32,
 }
@@ -52,21 +52,25 @@ pub enum Verdict {
     FlushErr(String),
 }
 
-/// Counters of the fusion path.
-#[derive(Default)]
-pub struct FusionStats {
-    pub flushes: AtomicU64,
-    pub rows: AtomicU64,
-    pub requests: AtomicU64,
-    pub committed: AtomicU64,
-    pub rejected: AtomicU64,
-    pub flush_errors: AtomicU64,
-    /// Wall time spent in flushes (connection, call and commit), microseconds.
-    pub flush_us: AtomicU64,
+counters! {
+    /// Counters of the ack fusion path.
+    FusionStats,
+    /// Ack fusion's counters at one instant.
+    FusionCounts {
+        flushes: "queen_ack_fusion_flushes_total", "Fusion flushes (one commit each).";
+        rows: "queen_ack_fusion_rows_total", "Folded rows committed by flushes.";
+        requests: "queen_ack_fusion_requests_total", "Registry hits enqueued for fusion.";
+        committed: "queen_ack_fusion_committed_total", "Fused acks answered Committed.";
+        rejected: "queen_ack_fusion_rejected_total", "Fused acks answered Rejected (hash path).";
+        flush_errors: "queen_ack_fusion_flush_errors_total", "Flushes that failed as a whole.";
+        /// Wall time spent in flushes (connection, call and commit), microseconds.
+        flush_us: "queen_ack_fusion_flush_microseconds_total", "Wall time of flushes: connection, call and commit.";
+    }
 }
 
+/// Ack fusion: enqueues registry hits into the lanes (built by `fusion.rs`).
 pub struct AckFusion {
-    lanes: Arc<Lanes>,
+    lanes: Inbox<AckWaiter>,
     pub stats: Arc<FusionStats>,
     /// The lanes carry pop fusion's jobs too (`QUEEN_FUSION_JOINT`): a pop enqueued after an
     /// ack of the same partition commits in the same flush or a later one, after the ack.
@@ -89,29 +93,8 @@ impl Enqueued {
 }
 
 impl AckFusion {
-    /// Starts lanes of its own flushing through `pool`. `max_rows` caps the ack requests of
-    /// one flush (unbounded normally; 1 turns fusion into one commit per ack, for gate tests).
-    pub fn start(
-        pool: Pool,
-        concurrency: ConcurrencyMode,
-        linger: Linger,
-        max_rows: usize,
-        demand: Arc<Demand>,
-    ) -> AckFusion {
-        let stats = Arc::new(FusionStats::default());
-        let settings = LaneSettings {
-            concurrency,
-            linger,
-            max_ack_rows: max_rows.max(1),
-            demand,
-            ack_stats: stats.clone(),
-            pop_stats: Arc::default(),
-        };
-        AckFusion::on(Lanes::start(pool, settings), stats)
-    }
-
     /// Ack fusion on lanes it may share with pop fusion; `stats` are the lanes' ack counters.
-    pub fn on(lanes: Arc<Lanes>, stats: Arc<FusionStats>) -> AckFusion {
+    pub fn on(lanes: Inbox<AckWaiter>, stats: Arc<FusionStats>) -> AckFusion {
         AckFusion {
             lanes,
             stats,
@@ -130,9 +113,9 @@ impl AckFusion {
         self.joint
     }
 
-    /// The lanes this fusion enqueues into.
-    pub fn lanes(&self) -> &Lanes {
-        &self.lanes
+    /// The gauges of the lanes this fusion enqueues into.
+    pub fn gauges(&self) -> &LaneGauges {
+        self.lanes.gauges()
     }
 
     /// How many flushes the lanes may run at once now.
@@ -152,20 +135,21 @@ impl AckFusion {
         let key = xxh3_64(ack.partition.as_bytes());
         let (tx, rx) = oneshot::channel();
         self.stats.requests.fetch_add(1, Relaxed);
-        Enqueued(self.lanes.send(key, Work::Ack(ack, tx)).then_some(rx))
+        Enqueued(self.lanes.send(key, (ack, tx)).then_some(rx))
     }
 }
 
-type Waiter = (FusedAck, oneshot::Sender<Verdict>);
+/// A hit waiting in the lanes for its flush.
+pub type AckWaiter = (FusedAck, oneshot::Sender<Verdict>);
 
-/// A hash of the key `fold` folds requests by: (partition, group, worker), hashed in place
+/// A hash of the key `fold` folds requests by: (partition, group, lease_id), hashed in place
 /// (the lanes take it for every ack they are handed).
 pub fn fold_key(a: &FusedAck) -> u64 {
     let mut h = Xxh3::new();
     h.update(a.partition.as_bytes());
     h.update(a.group.as_bytes());
     h.update(&[0]);
-    h.update(a.worker.as_bytes());
+    h.update(a.lease_id.as_bytes());
     h.digest()
 }
 
@@ -173,18 +157,18 @@ pub fn fold_key(a: &FusedAck) -> u64 {
 pub struct Row {
     partition: Uuid,
     group: String,
-    worker: String,
+    lease_id: String,
     batch_end: i64,
     count: i32,
     waiters: Vec<oneshot::Sender<Verdict>>,
 }
 
-/// Folds same (partition, group, worker) requests into one row at the highest batch_end.
-pub fn fold(batch: Vec<Waiter>) -> Vec<Row> {
+/// Folds same (partition, group, lease_id) requests into one row at the highest batch_end.
+pub fn fold(batch: Vec<AckWaiter>) -> Vec<Row> {
     let mut index: HashMap<(Uuid, String, String), usize> = HashMap::new();
     let mut rows: Vec<Row> = Vec::new();
     for (a, tx) in batch {
-        let key = (a.partition, a.group.clone(), a.worker.clone());
+        let key = (a.partition, a.group.clone(), a.lease_id.clone());
         match index.get(&key) {
             Some(&i) => {
                 let r = &mut rows[i];
@@ -197,7 +181,7 @@ pub fn fold(batch: Vec<Waiter>) -> Vec<Row> {
                 rows.push(Row {
                     partition: a.partition,
                     group: a.group,
-                    worker: a.worker,
+                    lease_id: a.lease_id,
                     batch_end: a.batch_end,
                     count: a.count,
                     waiters: vec![tx],
@@ -239,12 +223,9 @@ pub fn deliver(stats: &FusionStats, rows: Vec<Row>, result: Result<Vec<Verdict>,
 
 /// The fused ack statement, prepared (once per connection) on `db`.
 pub async fn prepare_multi(db: &Object) -> Result<Statement, String> {
-    db.prepare_cached(
-        "SELECT ordinal, ok, error, acked, lease_released \
-         FROM queen.log_ack_multi_v1($1, $2, $3, $4, $5)",
-    )
-    .await
-    .map_err(|e| format!("log_ack_multi_v1: {e}"))
+    procs::ack::prepare_ack_multi(db)
+        .await
+        .map_err(|e| e.to_string())
 }
 
 /// One `log_ack_multi_v1` call on its own (one commit).
@@ -263,22 +244,28 @@ pub async fn query_multi(
     let pids: Vec<Uuid> = rows.iter().map(|r| r.partition).collect();
     let groups: Vec<&str> = rows.iter().map(|r| r.group.as_str()).collect();
     let ends: Vec<i64> = rows.iter().map(|r| r.batch_end).collect();
-    let workers: Vec<&str> = rows.iter().map(|r| r.worker.as_str()).collect();
+    let lease_ids: Vec<&str> = rows.iter().map(|r| r.lease_id.as_str()).collect();
     let counts: Vec<i32> = rows.iter().map(|r| r.count).collect();
-    let out = db
-        .query(stmt, &[&pids, &groups, &ends, &workers, &counts])
+    let columns = procs::ack::AckMulti {
+        partitions: &pids,
+        groups: &groups,
+        batch_ends: &ends,
+        lease_ids: &lease_ids,
+        counts: &counts,
+    };
+    let out = procs::ack::ack_multi(db, stmt, &columns)
         .await
-        .map_err(|e| format!("log_ack_multi_v1: {e}"))?;
+        .map_err(|e| e.to_string())?;
     let mut verdicts = vec![Verdict::FlushErr("no verdict for this row".into()); rows.len()];
     for r in out {
-        let i = r.get::<_, i32>("ordinal") as usize - 1;
-        verdicts[i] = if r.get::<_, bool>("ok") {
+        let i = r.ordinal as usize - 1;
+        verdicts[i] = if r.ok {
             Verdict::Committed {
-                acked: r.get("acked"),
-                lease_released: r.get("lease_released"),
+                acked: r.acked.unwrap_or_default(),
+                lease_released: r.lease_released.unwrap_or_default(),
             }
         } else {
-            Verdict::Rejected(r.get::<_, Option<String>>("error").unwrap_or_default())
+            Verdict::Rejected(r.error.unwrap_or_default())
         };
     }
     Ok(verdicts)
@@ -288,14 +275,14 @@ pub async fn query_multi(
 mod tests {
     use super::*;
 
-    fn waiter(p: Uuid, g: &str, w: &str, end: i64) -> (Waiter, oneshot::Receiver<Verdict>) {
+    fn waiter(p: Uuid, g: &str, w: &str, end: i64) -> (AckWaiter, oneshot::Receiver<Verdict>) {
         let (tx, rx) = oneshot::channel();
         (
             (
                 FusedAck {
                     partition: p,
                     group: g.into(),
-                    worker: w.into(),
+                    lease_id: w.into(),
                     batch_end: end,
                     count: 1,
                 },
@@ -306,7 +293,7 @@ mod tests {
     }
 
     #[test]
-    fn same_worker_folds_to_the_highest_end_other_workers_stay_apart() {
+    fn same_lease_folds_to_the_highest_end_other_leases_stay_apart() {
         let p = Uuid::now_v7();
         let batch = vec![
             waiter(p, "g", "w1", 5).0,
@@ -317,7 +304,7 @@ mod tests {
         let rows = fold(batch);
         assert_eq!(rows.len(), 3);
         assert_eq!((rows[0].batch_end, rows[0].waiters.len()), (9, 2));
-        assert_eq!((rows[1].worker.as_str(), rows[1].batch_end), ("w2", 7));
+        assert_eq!((rows[1].lease_id.as_str(), rows[1].batch_end), ("w2", 7));
         assert_eq!((rows[2].group.as_str(), rows[2].batch_end), ("h", 3));
     }
 }

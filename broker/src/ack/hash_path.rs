@@ -1,4 +1,4 @@
-//! The hash path: one `queen.log_ack_by_hash_v1` call per (partition, group, leaseId) group.
+//! The hash path: one `log_ack_by_hash_v1` call per (partition, group, leaseId) group.
 //!
 //! Each transactionId is hashed with `ackbench_wire::txn_hash` (xxh3_128, 16 bytes big-endian)
 //! and the hashes go to PostgreSQL in request order with their statuses. The answer's honesty
@@ -26,7 +26,6 @@
 use std::collections::HashSet;
 
 use deadpool_postgres::Object;
-use serde::Deserialize;
 use uuid::Uuid;
 
 use super::dlq_filing::{self, DlqFiling};
@@ -36,37 +35,10 @@ use super::{
 };
 use crate::app::App;
 use crate::metrics::Metrics;
-use crate::storage::DbError;
+use crate::storage::procs;
+use crate::storage::procs::ack::HashOutcome;
 use ackbench_wire::hash::hash_hex;
 use ackbench_wire::{txn_hash, AckResult};
-
-/// What `queen.log_ack_by_hash_v1` answered (see its header in `sql/procedures/ack.sql`).
-#[derive(Debug, Clone, Deserialize, PartialEq)]
-pub struct HashOutcome {
-    pub ok: bool,
-    #[serde(default)]
-    pub error: Option<String>,
-    pub acked: i64,
-    #[serde(default)]
-    pub committed: Option<i64>,
-    pub lease_released: bool,
-    pub dlq: bool,
-    #[serde(default)]
-    pub dlq_offset: Option<i64>,
-    #[serde(default)]
-    pub signal: Option<String>,
-    #[serde(default)]
-    pub signal_offset: Option<i64>,
-    pub branch: String,
-    #[serde(rename = "noopHashes")]
-    pub noop_hashes: Vec<String>,
-    #[serde(rename = "staleHashes")]
-    pub stale_hashes: Vec<String>,
-    #[serde(rename = "unresolvedHashes")]
-    pub unresolved_hashes: Vec<String>,
-    /// Per input (the group's items in order): the offset it resolved to in the span, if any.
-    pub offsets: Vec<Option<i64>>,
-}
 
 /// The result of acking one group.
 #[derive(Debug, Clone)]
@@ -122,7 +94,10 @@ pub async fn ack_group_by_hash_on(
         filing,
     };
     Metrics::add(&app.metrics.acks_hash, group.items.len() as u64);
-    Metrics::add(&app.metrics.messages_acked, done.acked().max(0) as u64);
+    Metrics::add(
+        &app.metrics.counters.messages_acked,
+        done.acked().max(0) as u64,
+    );
     Ok(done)
 }
 
@@ -134,32 +109,22 @@ async fn call_by_hash(
     group: &AckGroup,
     hashes: &[[u8; 16]],
 ) -> Result<Option<HashOutcome>, AckError> {
-    let stmt = db
-        .prepare_cached(
-            "SELECT queen.log_ack_by_hash_v1(p.id, $2, $3, $4, $5) \
-             FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id \
-             WHERE p.id = $1 AND q.tenant_id = $6",
-        )
-        .await
-        .map_err(|e| DbError::from_pg("log_ack_by_hash_v1", e))?;
     let hash_params: Vec<&[u8]> = hashes.iter().map(|h| &h[..]).collect();
     let statuses: Vec<&str> = group.items.iter().map(|i| i.status.as_str()).collect();
-    let row = db
-        .query_opt(
-            &stmt,
-            &[
-                &group.partition_id,
-                &group.consumer_group,
-                &group.lease_id,
-                &hash_params,
-                &statuses,
-                &tenant,
-            ],
-        )
-        .await
-        .map_err(|e| DbError::from_pg("log_ack_by_hash_v1", e))?;
-    let Some(row) = row else { return Ok(None) };
-    outcome("log_ack_by_hash_v1", row.get(0)).map(Some)
+    let answer = procs::ack::ack_by_hash(
+        db,
+        tenant,
+        group.partition_id,
+        &group.consumer_group,
+        &group.lease_id,
+        &hash_params,
+        &statuses,
+    )
+    .await?;
+    let Some(answer) = answer else {
+        return Ok(None);
+    };
+    outcome("log_ack_by_hash_v1", answer).map(Some)
 }
 
 /// The per-item answers of a group, in the group's order.

@@ -1,12 +1,12 @@
 //! The ack path: from validated ack items to cursor commits (shared spec `ack-internals.md`).
 //!
 //! - `hash_path`: the authoritative path. Items are grouped by (partition, consumer group,
-//!   leaseId) in order of first appearance; each group is one `queen.log_ack_by_hash_v1` call
+//!   leaseId) in order of first appearance; each group is one `log_ack_by_hash_v1` call
 //!   with the transactionIds hashed here (SQL never hashes), and the procedure's honesty lists
 //!   are mapped back to the request's transactionIds.
 //! - `dlq_filing`: when the procedure hands off a poison offset (`dlq: true`, lease kept), the
-//!   broker unpacks that frame and files it through `queen.log_dlq_head_v3`.
-//! - `ack_at` (here): the positional advance `queen.log_ack_at_v1`, for the registry fast path.
+//!   broker unpacks that frame and files it through `log_dlq_head_v3`.
+//! - `ack_at` (here): the positional advance `log_ack_at_v1`, for the registry fast path.
 //! - `fast_path`, `fusion`, `registry`: the accelerators; `stats`: their counters' snapshot.
 //! - `on_leased` (here): a leasing pop's spans become registry entries.
 //!
@@ -19,7 +19,7 @@
 //! DLQ filing when handed off); the only lock taken is that group's consumer row.
 //!
 //! Tenancy: a partition of another tenant answers exactly as an unknown one. The check is part
-//! of the one statement that calls the procedure (a join through `queen.queues.tenant_id`), so
+//! of the one statement that calls the procedure (a join through the queue's tenant), so
 //! it costs no round trip and no cache.
 
 pub mod dlq_filing;
@@ -30,16 +30,17 @@ pub mod registry;
 pub mod stats;
 
 use deadpool_postgres::Object;
-use serde::Deserialize;
 use uuid::Uuid;
 
 use crate::app::App;
 use crate::metrics::Metrics;
+use crate::storage::procs;
 use crate::storage::DbError;
 use ackbench_wire::AckResult;
 
+pub use crate::storage::procs::ack::{HashOutcome, PositionalOutcome};
 pub use dlq_filing::DlqFiling;
-pub use hash_path::{ack_group_by_hash, ack_group_by_hash_on, GroupAck, HashOutcome};
+pub use hash_path::{ack_group_by_hash, ack_group_by_hash_on, GroupAck};
 
 /// Why an ack request could not be answered (a refusal of an item is an answer, not an error).
 #[derive(Debug, Clone)]
@@ -216,7 +217,7 @@ pub(crate) fn wake_on_release(
     if !results.iter().any(|r| r.lease_released) {
         return;
     }
-    let poppable = app.hotlist.as_ref().and_then(|hot| {
+    let poppable = app.ready.hotlist.as_ref().and_then(|hot| {
         let completed = group
             .items
             .iter()
@@ -229,25 +230,14 @@ pub(crate) fn wake_on_release(
         )
     });
     if poppable != Some(false) {
-        app.long_poll
+        app.ready
+            .long_poll
             .released(group.partition_id, &group.consumer_group);
     }
 }
 
-/// What `queen.log_ack_at_v1` answered.
-#[derive(Debug, Clone, Deserialize, PartialEq)]
-pub struct PositionalOutcome {
-    pub ok: bool,
-    #[serde(default)]
-    pub error: Option<String>,
-    pub acked: i64,
-    #[serde(default)]
-    pub committed: Option<i64>,
-    pub lease_released: bool,
-}
-
 /// The positional advance (registry fast path): commits through `upto` under the lease of
-/// `worker` (empty = lease-less), `ok = false` releases the lease without advancing. `count` is
+/// `lease_id` (empty = lease-less), `ok = false` releases the lease without advancing. `count` is
 /// advisory to the procedure. The caller chooses the connection, is responsible for the tenant
 /// check, and counts the ack items under the path it took.
 #[allow(clippy::too_many_arguments)]
@@ -256,21 +246,25 @@ pub async fn ack_at(
     db: &Object,
     partition_id: Uuid,
     group: &str,
-    worker: &str,
+    lease_id: &str,
     upto: i64,
     ok: bool,
     count: i32,
 ) -> Result<PositionalOutcome, AckError> {
-    let stmt = db
-        .prepare_cached("SELECT queen.log_ack_at_v1($1, $2, $3, $4, $5, $6)")
-        .await
-        .map_err(|e| DbError::from_pg("log_ack_at_v1", e))?;
-    let row = db
-        .query_one(&stmt, &[&partition_id, &group, &worker, &upto, &ok, &count])
-        .await
-        .map_err(|e| DbError::from_pg("log_ack_at_v1", e))?;
-    let outcome: PositionalOutcome = outcome("log_ack_at_v1", row.get(0))?;
-    Metrics::add(&app.metrics.messages_acked, outcome.acked.max(0) as u64);
+    let at = procs::ack::AckAt {
+        partition_id,
+        group,
+        lease_id,
+        upto,
+        ok,
+        count,
+    };
+    let answer = procs::ack::ack_at(db, &at).await?;
+    let outcome: PositionalOutcome = outcome("log_ack_at_v1", answer)?;
+    Metrics::add(
+        &app.metrics.counters.messages_acked,
+        outcome.acked.max(0) as u64,
+    );
     Ok(outcome)
 }
 
@@ -285,9 +279,9 @@ pub struct LeasedSpan {
     pub frames: Vec<(ackbench_wire::TxnHash, i64)>,
 }
 
-/// A leasing pop delivered these spans under `worker`: each becomes a registry entry (when the
+/// A leasing pop delivered these spans under `lease_id`: each becomes a registry entry (when the
 /// registry is on), so the full-batch ack that follows can take the fast path.
-pub fn on_leased(app: &App, tenant: Uuid, group: &str, worker: &str, spans: &[LeasedSpan]) {
+pub fn on_leased(app: &App, tenant: Uuid, group: &str, lease_id: &str, spans: &[LeasedSpan]) {
     let Some(registry) = &app.registry else {
         return;
     };
@@ -300,7 +294,7 @@ pub fn on_leased(app: &App, tenant: Uuid, group: &str, worker: &str, spans: &[Le
             tenant,
             partition_id: span.partition_id,
             group,
-            worker,
+            lease_id,
             queue: &span.queue,
             partition: &span.partition,
             batch_end: span.span_end,

@@ -2,10 +2,10 @@
 //! (a client acking, all `completed`, exactly the batch it was just given) becomes one positional
 //! cursor advance instead of a hash resolution.
 //!
-//! Keyed (partition id, consumer group); per live lease it holds the worker id (= leaseId), the
+//! Keyed (partition id, consumer group); per live lease it holds the leaseId, the
 //! inclusive `batch_end` and the *distinct* set of delivered xxh3_128 hashes. An entry is born on
 //! every leasing pop that delivered something and dies on a fast-path hit, on any SQL-path
-//! outcome owned by its worker, on TTL (lease length + 10 s; swept opportunistically on insert
+//! outcome owned by its lease, on TTL (lease length + 10 s; swept opportunistically on insert
 //! at most every 5 s, so no background task), or by LRU eviction under the memory bound. Every
 //! death degrades to the SQL path, which is the authority; and `log_ack_at_v1` re-validates the
 //! lease under the consumer row lock, so the registry can never grant an ack PostgreSQL would
@@ -13,17 +13,18 @@
 //! against a set built off-lock, and a removal.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use crate::counters::counters;
 use ackbench_wire::TxnHash;
 use lru::LruCache;
 use uuid::Uuid;
 
 const TTL_MARGIN: Duration = Duration::from_secs(10);
 const SWEEP_EVERY: Duration = Duration::from_secs(5);
-/// Bookkeeping bytes of an entry besides its hashes (key, worker id, map slots).
+/// Bookkeeping bytes of an entry besides its hashes (key, leaseId, map slots).
 const ENTRY_OVERHEAD: usize = 160;
 
 type Key = (Uuid, String);
@@ -31,7 +32,7 @@ type Key = (Uuid, String);
 /// One live lease as the pop that granted it saw it.
 struct Entry {
     tenant: Uuid,
-    worker: String,
+    lease_id: String,
     batch_end: i64,
     /// Distinct delivered hashes, each with the lowest offset it was delivered at (the offset
     /// the hash path's `MIN` resolution would pick).
@@ -49,7 +50,7 @@ pub struct Delivered<'a> {
     pub tenant: Uuid,
     pub partition_id: Uuid,
     pub group: &'a str,
-    pub worker: &'a str,
+    pub lease_id: &'a str,
     pub queue: &'a str,
     pub partition: &'a str,
     pub batch_end: i64,
@@ -83,10 +84,19 @@ pub struct FullBatch {
 pub struct AckRegistry {
     max_bytes: usize,
     state: Mutex<State>,
-    pub hits: AtomicU64,
-    pub misses: AtomicU64,
-    pub evictions: AtomicU64,
-    pub expirations: AtomicU64,
+    pub counters: RegistryCounters,
+}
+
+counters! {
+    /// What the ack registry counts.
+    RegistryCounters,
+    /// The registry's counters at one instant.
+    RegistryCounts {
+        hits: "queen_ack_registry_hits_total", "Ack groups answered by a registry hit.";
+        misses: "queen_ack_registry_misses_total", "Ack groups that took the SQL path.";
+        evictions: "queen_ack_registry_evictions_total", "Entries evicted by the memory bound.";
+        expirations: "queen_ack_registry_expirations_total", "Entries swept by TTL.";
+    }
 }
 
 struct State {
@@ -105,14 +115,11 @@ impl AckRegistry {
                 bytes: 0,
                 last_sweep: Instant::now(),
             }),
-            hits: AtomicU64::new(0),
-            misses: AtomicU64::new(0),
-            evictions: AtomicU64::new(0),
-            expirations: AtomicU64::new(0),
+            counters: RegistryCounters::default(),
         }
     }
 
-    /// A leasing pop delivered frames of (partition, group) up to `batch_end` under `worker`.
+    /// A leasing pop delivered frames of (partition, group) up to `batch_end` under `lease_id`.
     /// Replaces whatever the key held (a new lease on the key means the old one is gone).
     pub fn born(&self, d: &Delivered<'_>) {
         let mut hashes: HashMap<TxnHash, i64> = HashMap::with_capacity(d.frames.len());
@@ -122,13 +129,13 @@ impl AckRegistry {
         }
         let bytes = ENTRY_OVERHEAD
             + d.group.len()
-            + d.worker.len()
+            + d.lease_id.len()
             + d.queue.len()
             + d.partition.len()
             + hashes.capacity() * (16 + 8 + 8);
         let entry = Entry {
             tenant: d.tenant,
-            worker: d.worker.to_string(),
+            lease_id: d.lease_id.to_string(),
             batch_end: d.batch_end,
             hashes,
             queue: d.queue.to_string(),
@@ -147,14 +154,14 @@ impl AckRegistry {
             match s.entries.pop_lru() {
                 Some((_, gone)) => {
                     s.bytes -= gone.bytes;
-                    self.evictions.fetch_add(1, Relaxed);
+                    self.counters.evictions.fetch_add(1, Relaxed);
                 }
                 None => break,
             }
         }
     }
 
-    /// The fast-path test: when the live entry of (partition, group) belongs to `worker` and
+    /// The fast-path test: when the live entry of (partition, group) belongs to `lease_id` and
     /// its delivered set equals `acked` (set equality: order and repeats do not matter), the
     /// entry dies and its batch is returned; otherwise a miss, and the entry stays for the SQL
     /// path's outcome to decide.
@@ -163,7 +170,7 @@ impl AckRegistry {
         tenant: Uuid,
         partition: Uuid,
         group: &str,
-        worker: &str,
+        lease_id: &str,
         acked: &HashSet<TxnHash>,
     ) -> Option<FullBatch> {
         let key = (partition, group.to_string());
@@ -171,7 +178,7 @@ impl AckRegistry {
         let hit = match s.entries.peek(&key) {
             Some(e) => {
                 e.tenant == tenant
-                    && e.worker == worker
+                    && e.lease_id == lease_id
                     && e.expires > Instant::now()
                     && e.hashes.len() == acked.len()
                     && acked.iter().all(|h| e.hashes.contains_key(h))
@@ -180,13 +187,13 @@ impl AckRegistry {
         };
         if !hit {
             drop(s);
-            self.misses.fetch_add(1, Relaxed);
+            self.counters.misses.fetch_add(1, Relaxed);
             return None;
         }
         let e = s.entries.pop(&key).expect("present under the lock");
         s.bytes -= e.bytes;
         drop(s);
-        self.hits.fetch_add(1, Relaxed);
+        self.counters.hits.fetch_add(1, Relaxed);
         let upto = e.hashes.values().copied().max().unwrap_or(e.batch_end);
         Some(FullBatch {
             upto,
@@ -194,22 +201,21 @@ impl AckRegistry {
         })
     }
 
-    /// Where `acked` sit in the live lease of (partition, group) held by `worker`, when every
+    /// Where `acked` sit in the live lease of (partition, group) held by `lease_id`, when every
     /// one of them was delivered under it; the entry stays (the caller's SQL decides its fate).
     pub fn positions(
         &self,
         tenant: Uuid,
         partition: Uuid,
         group: &str,
-        worker: &str,
+        lease_id: &str,
         acked: &[TxnHash],
     ) -> Option<Positions> {
         let key = (partition, group.to_string());
         let s = self.state.lock().expect("registry lock");
-        let e = s
-            .entries
-            .peek(&key)
-            .filter(|e| e.tenant == tenant && e.worker == worker && e.expires > Instant::now())?;
+        let e = s.entries.peek(&key).filter(|e| {
+            e.tenant == tenant && e.lease_id == lease_id && e.expires > Instant::now()
+        })?;
         let mut upto = i64::MIN;
         for h in acked {
             upto = upto.max(*e.hashes.get(h)?);
@@ -223,12 +229,12 @@ impl AckRegistry {
         })
     }
 
-    /// An SQL-path outcome for (partition, group) by `worker`: its entry dies. A late ack from
-    /// an older worker never evicts the current holder's entry.
-    pub fn forget(&self, partition: Uuid, group: &str, worker: &str) {
+    /// An SQL-path outcome for (partition, group) by `lease_id`: its entry dies. A late ack from
+    /// an older lease never evicts the current holder's entry.
+    pub fn forget(&self, partition: Uuid, group: &str, lease_id: &str) {
         let key = (partition, group.to_string());
         let mut s = self.state.lock().expect("registry lock");
-        if s.entries.peek(&key).is_some_and(|e| e.worker == worker) {
+        if s.entries.peek(&key).is_some_and(|e| e.lease_id == lease_id) {
             let e = s.entries.pop(&key).expect("present under the lock");
             s.bytes -= e.bytes;
         }
@@ -258,7 +264,7 @@ impl AckRegistry {
         for k in expired {
             if let Some(e) = s.entries.pop(&k) {
                 s.bytes -= e.bytes;
-                self.expirations.fetch_add(1, Relaxed);
+                self.counters.expirations.fetch_add(1, Relaxed);
             }
         }
     }
@@ -295,7 +301,7 @@ mod tests {
             tenant: T,
             partition_id: p,
             group: g,
-            worker: w,
+            lease_id: w,
             queue: "q",
             partition: "p",
             batch_end: end,
@@ -311,14 +317,14 @@ mod tests {
     const LEASE: Duration = Duration::from_secs(30);
 
     #[test]
-    fn hit_needs_same_worker_and_set_equality() {
+    fn hit_needs_same_lease_and_set_equality() {
         let r = AckRegistry::new(64);
         let p = Uuid::now_v7();
         born(&r, p, "g", "w1", 9, &["a", "b", "c"]);
         assert_eq!(
             r.take_if_full_batch(T, p, "g", "w2", &set(&["a", "b", "c"])),
             None,
-            "other worker"
+            "other lease"
         );
         assert_eq!(
             r.take_if_full_batch(T, p, "g", "w1", &set(&["a", "b"])),
@@ -356,8 +362,8 @@ mod tests {
             None,
             "an entry dies on a hit"
         );
-        assert_eq!(r.hits.load(Relaxed), 1);
-        assert_eq!(r.misses.load(Relaxed), 6);
+        assert_eq!(r.counters.hits.load(Relaxed), 1);
+        assert_eq!(r.counters.misses.load(Relaxed), 6);
     }
 
     #[test]
@@ -376,7 +382,7 @@ mod tests {
     }
 
     #[test]
-    fn forget_only_evicts_its_own_worker() {
+    fn forget_only_evicts_its_own_lease() {
         let r = AckRegistry::new(64);
         let p = Uuid::now_v7();
         born(&r, p, "g", "new", 5, &["x"]);
@@ -384,7 +390,7 @@ mod tests {
         assert_eq!(
             r.entries(),
             1,
-            "a late ack from an old worker keeps the current entry"
+            "a late ack from an old lease keeps the current entry"
         );
         r.forget(p, "g", "new");
         assert_eq!(r.entries(), 0);
@@ -397,7 +403,7 @@ mod tests {
         let p = Uuid::now_v7();
         born(&r, p, "g", "w", 1, &["a"]);
         assert_eq!(r.entries(), 0);
-        assert_eq!(r.evictions.load(Relaxed), 1);
+        assert_eq!(r.counters.evictions.load(Relaxed), 1);
         assert_eq!(r.take_if_full_batch(T, p, "g", "w", &set(&["a"])), None);
     }
 
@@ -409,7 +415,7 @@ mod tests {
         r.expire_all_for_test();
         born(&r, q, "g", "w", 1, &["b"]);
         assert_eq!(r.entries(), 1);
-        assert_eq!(r.expirations.load(Relaxed), 1);
+        assert_eq!(r.counters.expirations.load(Relaxed), 1);
         assert_eq!(r.take_if_full_batch(T, p, "g", "w", &set(&["a"])), None);
     }
 }

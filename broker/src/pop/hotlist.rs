@@ -9,7 +9,7 @@
 //! - a claim takes its candidates off the list (so concurrent pops of one broker never collide)
 //!   and remembers the lease; the ack that releases it, or the lease's expiry, lists the
 //!   partition again when more may follow;
-//! - a (re)seed from PostgreSQL (`queen.log_pop_candidates_v3`) when a group is first seen,
+//! - a (re)seed from PostgreSQL (`log_pop_candidates_v3`) when a group is first seen,
 //!   every `QUEEN_HOTLIST_RESEED_MS`, and, while pops are parked with nothing listed, once per
 //!   long-poll re-check for the whole group (not once per parked pop). That is how pushes
 //!   through other brokers, renewed-then-expired leases, restarts, and partitions whose

@@ -17,7 +17,6 @@
 //!   the first held-back partition becomes ready; the hotlist reseeds then, so a parked
 //!   long-poll delivers at its next re-check.
 
-pub mod claim;
 pub mod fusion;
 pub mod hotlist;
 pub mod stats;
@@ -29,10 +28,17 @@ use std::time::{Duration, Instant, SystemTime};
 
 use uuid::Uuid;
 
-use crate::app::App;
+use deadpool_postgres::{Object, Pool};
+
+use crate::config::Config;
+use crate::crypto::Sealer;
+use crate::readiness::Readiness;
+use crate::segment_cache::SegmentCache;
 use crate::segment_cache::{DecodedSegment, FrameView};
+use crate::storage::procs::pop::{self as claim, Claim, ClaimRow, PopJob, Scope, Stored};
+use crate::storage::timeline::Timeline;
 use crate::storage::DbError;
-use claim::{Claim, ClaimRow, PopJob, Scope, Stored};
+use fusion::PopFusion;
 use hotlist::{QueueKey, Take};
 use stats::PopStats;
 pub use subscription::Subscription;
@@ -138,7 +144,7 @@ impl DeliveredSpan {
 
 /// What one pop delivered, under one leaseId.
 pub struct Delivery {
-    pub worker: String,
+    pub lease_id: String,
     pub spans: Vec<DeliveredSpan>,
 }
 
@@ -176,32 +182,56 @@ impl PartitionIds {
     }
 }
 
+/// What the pop domain works with, borrowed from the broker's state.
+pub struct PopContext<'a> {
+    pub pool: &'a Pool,
+    pub config: &'a Config,
+    pub ready: &'a Readiness,
+    pub partition_ids: &'a PartitionIds,
+    pub pop_fusion: &'a Option<PopFusion>,
+    pub pop_stats: &'a PopStats,
+    pub segments: &'a SegmentCache,
+    pub sealer: &'a Option<Arc<Sealer>>,
+    /// The database's timeline: a failover during a pop voids the segments it read from cache.
+    pub timeline: &'a Timeline,
+}
+
+impl PopContext<'_> {
+    /// A pooled connection, held only for the statement(s) at hand.
+    async fn db(&self, context: &'static str) -> Result<Object, DbError> {
+        self.pool
+            .get()
+            .await
+            .map_err(|e| DbError::from_pool(context, e))
+    }
+}
+
 /// One attempt: claim and decode, or `None` when there is nothing to deliver. `recheck` is set
 /// when a parked long-poll looks again on its own (no wake-up): it may reseed the hotlist.
 pub async fn pop_once(
-    app: &App,
+    cx: &PopContext<'_>,
     tenant: Uuid,
     p: &PopParams,
     recheck: bool,
 ) -> Result<Option<Delivery>, PopError> {
-    let worker = if p.auto_ack {
+    let lease_id = if p.auto_ack {
         String::new()
     } else {
         Uuid::now_v7().to_string()
     };
     let rows = match &p.target {
         Target::Partition { queue, partition } => {
-            pop_partition(app, tenant, p, queue, partition, &worker).await?
+            pop_partition(cx, tenant, p, queue, partition, &lease_id).await?
         }
-        Target::Queue { queue, .. } => match &app.hotlist {
-            Some(_) => pop_hot(app, tenant, p, queue, &worker, recheck).await?,
-            None => pop_sql(app, tenant, p, &Scope::Queue(queue), &worker).await?,
+        Target::Queue { queue, .. } => match &cx.ready.hotlist {
+            Some(_) => pop_hot(cx, tenant, p, queue, &lease_id, recheck).await?,
+            None => pop_sql(cx, tenant, p, &Scope::Queue(queue), &lease_id).await?,
         },
         Target::Discover {
             namespace, task, ..
         } => {
             let scope = Scope::Discover { namespace, task };
-            pop_sql(app, tenant, p, &scope, &worker).await?
+            pop_sql(cx, tenant, p, &scope, &lease_id).await?
         }
     };
     if rows.is_empty() {
@@ -209,28 +239,20 @@ pub async fn pop_once(
     }
     Ok(Some(Delivery {
         spans: spans_of(rows),
-        worker,
+        lease_id,
     }))
-}
-
-/// A push through this broker committed offsets up to `end_offset` of `pid`: the partition
-/// becomes a candidate for every group of the queue.
-pub fn on_pushed(app: &App, tenant: Uuid, queue: &str, pid: Uuid, end_offset: i64) {
-    if let Some(hot) = &app.hotlist {
-        hot.pushed(&(tenant, queue.to_string()), pid, end_offset);
-    }
 }
 
 /// Claimed rows with their decoded segments.
 type Decoded = Vec<(ClaimRow, Arc<DecodedSegment>)>;
 
 async fn pop_partition(
-    app: &App,
+    cx: &PopContext<'_>,
     tenant: Uuid,
     p: &PopParams,
     queue: &str,
     partition: &str,
-    worker: &str,
+    lease_id: &str,
 ) -> Result<Decoded, PopError> {
     let key = (
         tenant,
@@ -239,56 +261,56 @@ async fn pop_partition(
         p.group_name().to_string(),
     );
     let queue_key = (tenant, queue.to_string());
-    let cached = app.partition_ids.get(&key);
+    let cached = cx.partition_ids.get(&key);
     let pid = match cached {
         Some(pid) => pid,
-        None => match resolve_named(app, p, &key).await? {
+        None => match resolve_named(cx, p, &key).await? {
             Some(pid) => pid,
             None => return Ok(Vec::new()),
         },
     };
-    let rows = claim_candidates(app, p, &queue_key, vec![pid], worker).await?;
+    let rows = claim_candidates(cx, p, &queue_key, vec![pid], lease_id).await?;
     if !rows.is_empty() || cached.is_none() {
         return Ok(rows);
     }
     // The cached id is a hint: the queue may have been deleted and created again (through
     // another broker, or in SQL), giving the partition a new id. Resolve again before saying
     // there is nothing, and claim once more if the id changed.
-    app.partition_ids.forget(&key);
-    match resolve_named(app, p, &key).await? {
+    cx.partition_ids.forget(&key);
+    match resolve_named(cx, p, &key).await? {
         Some(fresh) if fresh != pid => {
-            claim_candidates(app, p, &queue_key, vec![fresh], worker).await
+            claim_candidates(cx, p, &queue_key, vec![fresh], lease_id).await
         }
         _ => Ok(rows),
     }
 }
 
-/// Resolves a named partition's id in PostgreSQL (see `claim::resolve_partition`) and caches it.
+/// Resolves a named partition's id in PostgreSQL (see `procs::pop::pop_scope_partition`) and caches it.
 async fn resolve_named(
-    app: &App,
+    cx: &PopContext<'_>,
     p: &PopParams,
     key: &PartitionKey,
 ) -> Result<Option<Uuid>, PopError> {
     let (tenant, queue, partition, group) = key;
-    let db = app.db("pop").await?;
+    let db = cx.db("pop").await?;
     let found =
-        claim::resolve_partition(&db, *tenant, queue, partition, group, &p.subscription).await?;
+        claim::pop_scope_partition(&db, *tenant, queue, partition, group, &p.subscription).await?;
     if let Some(pid) = found {
-        app.partition_ids.remember(key.clone(), pid);
+        cx.partition_ids.remember(key.clone(), pid);
     }
     Ok(found)
 }
 
 /// A wildcard pop through the hotlist (see the module doc).
 async fn pop_hot(
-    app: &App,
+    cx: &PopContext<'_>,
     tenant: Uuid,
     p: &PopParams,
     queue: &str,
-    worker: &str,
+    lease_id: &str,
     recheck: bool,
 ) -> Result<Decoded, PopError> {
-    let hot = app.hotlist.as_ref().expect("called with a hotlist");
+    let hot = cx.ready.hotlist.as_ref().expect("called with a hotlist");
     let group = p.group_name();
     let key: QueueKey = (tenant, queue.to_string());
     // Exactly as many candidates as the pop may claim: a spare one, taken in case a candidate
@@ -297,39 +319,39 @@ async fn pop_hot(
     // 56-69 without it (interleaved); a stale candidate (about 3 % of pops) costs a retry.
     let want = p.max_partitions() as usize;
     let stale_after = if recheck {
-        Duration::from_millis(app.config.long_poll_recheck_ms)
+        Duration::from_millis(cx.config.long_poll_recheck_ms)
     } else {
         Duration::MAX
     };
     for _ in 0..4 {
         match hot.take(&key, group, want, stale_after) {
-            Take::Seed => seed(app, &key, p).await?,
+            Take::Seed => seed(cx, &key, p).await?,
             Take::Nothing => break,
             Take::Candidates(candidates) => {
-                let rows = claim_candidates(app, p, &key, candidates, worker).await?;
+                let rows = claim_candidates(cx, p, &key, candidates, lease_id).await?;
                 if !rows.is_empty() {
                     return Ok(rows);
                 }
-                PopStats::add(&app.pop_stats.stale_candidates, 1);
+                PopStats::add(&cx.pop_stats.stale_candidates, 1);
             }
         }
     }
-    if p.wait && app.config.pop_pending_gate {
-        PopStats::add(&app.pop_stats.gate_parks, 1);
+    if p.wait && cx.config.pop_pending_gate {
+        PopStats::add(&cx.pop_stats.gate_parks, 1);
         return Ok(Vec::new()); // the pending gate: park, no SQL
     }
-    pop_sql(app, tenant, p, &Scope::Queue(queue), worker).await
+    pop_sql(cx, tenant, p, &Scope::Queue(queue), lease_id).await
 }
 
 /// (Re)seeds the hotlist of `p`'s group on `key` from PostgreSQL, and wakes parked pops of
 /// the group when it found candidates.
-async fn seed(app: &App, key: &QueueKey, p: &PopParams) -> Result<(), PopError> {
-    let hot = app.hotlist.as_ref().expect("called with a hotlist");
+async fn seed(cx: &PopContext<'_>, key: &QueueKey, p: &PopParams) -> Result<(), PopError> {
+    let hot = cx.ready.hotlist.as_ref().expect("called with a hotlist");
     let group = p.group_name();
     let limit = claim::candidate_limit(p.max_partitions());
-    PopStats::add(&app.pop_stats.hotlist_seeds, 1);
-    let found = match app.db("pop").await {
-        Ok(db) => claim::seed(&db, key.0, &key.1, group, &p.subscription, limit).await,
+    PopStats::add(&cx.pop_stats.hotlist_seeds, 1);
+    let found = match cx.db("pop").await {
+        Ok(db) => claim::pop_candidates(&db, key.0, &key.1, group, &p.subscription, limit).await,
         Err(e) => Err(e),
     };
     match found {
@@ -337,7 +359,7 @@ async fn seed(app: &App, key: &QueueKey, p: &PopParams) -> Result<(), PopError> 
             let pids = found.candidates;
             hot.seeded(key, group, &pids, found.next_ready.map(ready_instant));
             if !pids.is_empty() {
-                app.long_poll.pushed(key.0, &key.1, None, pids.len());
+                cx.ready.long_poll.pushed(key.0, &key.1, None, pids.len());
             }
             Ok(())
         }
@@ -357,48 +379,48 @@ fn ready_instant(at: SystemTime) -> Instant {
 
 /// The bounded SQL wildcard (`log_pop_wildcard_v3`), unfused.
 async fn pop_sql(
-    app: &App,
+    cx: &PopContext<'_>,
     tenant: Uuid,
     p: &PopParams,
     scope: &Scope<'_>,
-    worker: &str,
+    lease_id: &str,
 ) -> Result<Decoded, PopError> {
     let c = Claim {
         group: p.group_name(),
-        worker,
+        lease_id,
         batch: p.batch,
         max_partitions: p.max_partitions(),
         lease_seconds: p.lease_seconds,
         subscription: &p.subscription,
         auto_ack: p.auto_ack,
     };
-    PopStats::add(&app.pop_stats.sql_wildcards, 1);
-    let db = app.db("pop").await?;
-    let rows = claim::claim_wildcard(&db, tenant, scope, &c).await?;
+    PopStats::add(&cx.pop_stats.sql_wildcards, 1);
+    let db = cx.db("pop").await?;
+    let rows = claim::pop_wildcard(&db, tenant, scope, &c).await?;
     drop(db);
-    if let Some(hot) = &app.hotlist {
+    if let Some(hot) = &cx.ready.hotlist {
         for row in span_heads(&rows) {
             let key = (tenant, row.queue_name.clone());
             note_claimed(hot, &key, p.group_name(), row);
         }
     }
-    decode_rows(app, rows)
+    decode_rows(cx, rows)
 }
 
 /// Claims `candidates` for `p` (fused or not), updates the hotlist, decodes the segments.
 async fn claim_candidates(
-    app: &App,
+    cx: &PopContext<'_>,
     p: &PopParams,
     key: &QueueKey,
     candidates: Vec<Uuid>,
-    worker: &str,
+    lease_id: &str,
 ) -> Result<Decoded, PopError> {
     let group = p.group_name();
-    let generation = app.timeline.generation();
-    let cached = cached_segments(app, key, group, &candidates, p.batch);
+    let generation = cx.timeline.generation();
+    let cached = cached_segments(cx, key, group, &candidates, p.batch);
     let job = PopJob {
         group: group.to_string(),
-        worker: worker.to_string(),
+        lease_id: lease_id.to_string(),
         batch: p.batch,
         max_partitions: p.max_partitions(),
         lease_seconds: p.lease_seconds,
@@ -406,22 +428,22 @@ async fn claim_candidates(
         candidates: candidates.clone(),
         cached,
     };
-    let rows = match &app.pop_fusion {
+    let rows = match &cx.pop_fusion {
         Some(f) => f.submit(job).await.map_err(|e| {
             // The flush logged the failure with its context.
             PopError::Flush(e.to_string())
         })?,
         None => {
-            let db = app.db("pop").await?;
-            let mut out = claim::claim_jobs(&db, &[&job]).await?;
+            let db = cx.db("pop").await?;
+            let mut out = claim::pop_multi_once(&db, &[&job]).await?;
             out.pop().unwrap_or_default()
         }
     };
-    if app.timeline.generation() != generation {
+    if cx.timeline.generation() != generation {
         // The held segments it listed may be of the old history: the lease expires unused.
         return Err(DbError::unavailable("pop", "the database failed over during the pop").into());
     }
-    if let Some(hot) = &app.hotlist {
+    if let Some(hot) = &cx.ready.hotlist {
         if rows.is_empty() {
             // A handed-off candidate claimed before its ack committed: the release lists it.
             hot.missed(key, group, &candidates);
@@ -439,10 +461,12 @@ async fn claim_candidates(
                 .filter(|c| !rows.iter().any(|r| r.partition_id == *c))
                 .collect();
             hot.put_back(key, group, &rest);
-            app.long_poll.relisted(key.0, &key.1, group, rest.len());
+            cx.ready
+                .long_poll
+                .relisted(key.0, &key.1, group, rest.len());
         }
     }
-    decode_rows(app, rows)
+    decode_rows(cx, rows)
 }
 
 fn note_claimed(hot: &hotlist::Hotlist, key: &QueueKey, group: &str, row: &ClaimRow) {
@@ -471,24 +495,25 @@ fn span_heads(rows: &[ClaimRow]) -> impl Iterator<Item = &ClaimRow> {
 /// The held segments a claim of `candidates` will likely need: around the span last delivered
 /// to the group from each partition, or a partition's earliest held segments.
 fn cached_segments(
-    app: &App,
+    cx: &PopContext<'_>,
     key: &QueueKey,
     group: &str,
     candidates: &[Uuid],
     batch: i32,
 ) -> Vec<(Uuid, Arc<DecodedSegment>)> {
-    if !app.segments.enabled() {
+    if !cx.segments.enabled() {
         return Vec::new();
     }
     let mut out = Vec::new();
     for pid in candidates {
-        let last = app
+        let last = cx
+            .ready
             .hotlist
             .as_ref()
             .and_then(|h| h.last_span(key, group, *pid));
         let segs = match last {
-            Some((start, end)) => app.segments.overlapping(*pid, start, end + batch as i64, 8),
-            None => app.segments.overlapping(*pid, i64::MIN, i64::MAX, 4),
+            Some((start, end)) => cx.segments.overlapping(*pid, start, end + batch as i64, 8),
+            None => cx.segments.overlapping(*pid, i64::MIN, i64::MAX, 4),
         };
         out.extend(segs.into_iter().map(|s| (*pid, s)));
     }
@@ -497,21 +522,21 @@ fn cached_segments(
 
 /// Pairs every claimed row with its decoded segment: the held copy the claim resolved, or
 /// the shipped blob decoded (and kept).
-fn decode_rows(app: &App, rows: Vec<ClaimRow>) -> Result<Decoded, PopError> {
+fn decode_rows(cx: &PopContext<'_>, rows: Vec<ClaimRow>) -> Result<Decoded, PopError> {
     let mut out = Vec::with_capacity(rows.len());
     for mut row in rows {
         let seg = match std::mem::replace(&mut row.segment, Stored::Missing) {
             Stored::Shipped(blob) => {
-                PopStats::add(&app.pop_stats.segments_shipped, 1);
-                let sealer = app.sealer.as_deref();
+                PopStats::add(&cx.pop_stats.segments_shipped, 1);
+                let sealer = cx.sealer.as_deref();
                 let seg = DecodedSegment::decode(row.seg_base, row.seg_created, &blob, sealer)
                     .map_err(|e| corrupt(row.partition_id, row.seg_base, e))?;
                 let seg = Arc::new(seg);
-                app.segments.insert(row.partition_id, seg.clone());
+                cx.segments.insert(row.partition_id, seg.clone());
                 seg
             }
             Stored::Held(seg) => {
-                PopStats::add(&app.pop_stats.segments_cached, 1);
+                PopStats::add(&cx.pop_stats.segments_cached, 1);
                 seg
             }
             Stored::Missing => {

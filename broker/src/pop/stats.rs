@@ -4,17 +4,22 @@
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
-use super::fusion::PopFusion;
+use super::fusion::{PopFusion, PopFusionCounts};
+use crate::counters::counters;
 use crate::segment_cache::SegmentCache;
 
-#[derive(Default)]
-pub struct PopStats {
-    pub hotlist_seeds: AtomicU64,
-    pub gate_parks: AtomicU64,
-    pub sql_wildcards: AtomicU64,
-    pub stale_candidates: AtomicU64,
-    pub segments_cached: AtomicU64,
-    pub segments_shipped: AtomicU64,
+counters! {
+    /// The pop engine's counters.
+    PopStats,
+    /// The pop engine's counters at one instant.
+    PopCounts {
+        hotlist_seeds: "queen_pop_hotlist_seeds_total", "Candidate lists (re)seeded from PostgreSQL.";
+        gate_parks: "queen_pop_gate_parks_total", "Long-poll attempts the pending gate answered without SQL.";
+        sql_wildcards: "queen_pop_sql_wildcards_total", "Pops that ran the bounded SQL wildcard.";
+        stale_candidates: "queen_pop_stale_candidates_total", "Claims of listed candidates that delivered nothing.";
+        segments_cached: "queen_pop_segments_cached_total", "Delivered segments served decoded from the cache.";
+        segments_shipped: "queen_pop_segments_shipped_total", "Delivered segments whose blob PostgreSQL shipped.";
+    }
 }
 
 impl PopStats {
@@ -23,28 +28,13 @@ impl PopStats {
     }
 }
 
-/// Pop fusion's counters.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct PopFusionSnapshot {
-    pub flushes: u64,
-    pub jobs: u64,
-    pub flush_errors: u64,
-    pub flush_us: u64,
-    pub joint_flushes: u64,
-}
-
 /// The pop engine's counters at one instant.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct PopSnapshot {
     pub hotlist_enabled: bool,
-    pub hotlist_seeds: u64,
-    pub gate_parks: u64,
-    pub sql_wildcards: u64,
-    pub stale_candidates: u64,
-    pub segments_cached: u64,
-    pub segments_shipped: u64,
+    pub counts: PopCounts,
     /// `None` when pop fusion is off.
-    pub fusion: Option<PopFusionSnapshot>,
+    pub fusion: Option<PopFusionCounts>,
     pub cache_segments: usize,
     pub cache_bytes: usize,
 }
@@ -59,19 +49,8 @@ impl PopSnapshot {
         let (cache_segments, cache_bytes) = segments.usage();
         PopSnapshot {
             hotlist_enabled,
-            hotlist_seeds: s.hotlist_seeds.load(Relaxed),
-            gate_parks: s.gate_parks.load(Relaxed),
-            sql_wildcards: s.sql_wildcards.load(Relaxed),
-            stale_candidates: s.stale_candidates.load(Relaxed),
-            segments_cached: s.segments_cached.load(Relaxed),
-            segments_shipped: s.segments_shipped.load(Relaxed),
-            fusion: fusion.map(|f| PopFusionSnapshot {
-                flushes: f.stats.flushes.load(Relaxed),
-                jobs: f.stats.jobs.load(Relaxed),
-                flush_errors: f.stats.flush_errors.load(Relaxed),
-                flush_us: f.stats.flush_us.load(Relaxed),
-                joint_flushes: f.stats.joint_flushes.load(Relaxed),
-            }),
+            counts: s.counts(),
+            fusion: fusion.map(|f| f.stats.counts()),
             cache_segments,
             cache_bytes,
         }

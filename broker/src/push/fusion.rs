@@ -1,5 +1,5 @@
 //! Push fusion: the frames of concurrent pushes commit together, many partitions' segments in
-//! one `queen.log_push_multi_v2` transaction (one commit, one fsync).
+//! one `log_push_multi_v2` transaction (one commit, one fsync).
 //!
 //! - Sharded by a hash of (tenant, queue, partition): every push to a partition lands in one
 //!   shard, so per-partition order and "one flush in flight per partition" are intra-shard.
@@ -29,7 +29,7 @@ use std::collections::{HashMap, VecDeque};
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use deadpool_postgres::{Object, Pool};
 use tokio::sync::{mpsc, oneshot};
@@ -39,6 +39,7 @@ use xxhash_rust::xxh3::xxh3_64;
 use crate::crypto::Sealer;
 use crate::push::written::WrittenSegment;
 use crate::segment::{self, FrameRef};
+use crate::storage::procs;
 
 /// One message to push: its frame and the 16-byte hash of its transactionId.
 pub struct PushFrame {
@@ -596,27 +597,26 @@ async fn call_multi(
         .zip(&refs)
         .map(|(s, r)| seal_for(s, sealer).map(|sealer| segment::pack_with(r, sealer)))
         .collect::<Result<Vec<Vec<u8>>, String>>()?;
-    let stmt = db
-        .prepare_cached(
-            "SELECT ordinal, partition_id, written, base_offset, created_at, dup_index, \
-             dup_offset, dup_first, full_refusal FROM queen.log_push_multi_v2($1, $2, $3, $4, $5)",
-        )
+    let columns = procs::push::PushMulti {
+        tenants: &tenants,
+        queues: &queues,
+        partitions: &partitions,
+        hashes: &hashes,
+        blobs: &blobs,
+    };
+    let rows = procs::push::push_multi(&db, &columns)
         .await
-        .map_err(|e| format!("log_push_multi_v2: {e}"))?;
-    let rows = db
-        .query(&stmt, &[&tenants, &queues, &partitions, &hashes, &blobs])
-        .await
-        .map_err(|e| crate::storage::DbError::from_pg("log_push_multi_v2", e).to_string())?;
+        .map_err(|e| e.to_string())?;
     let mut outs: Vec<Option<SegmentOut>> = segments.iter().map(|_| None).collect();
     for row in rows {
-        let i = row.get::<_, i32>("ordinal") as usize - 1;
+        let i = row.ordinal as usize - 1;
         let (Some(seg), Some(frames)) = (segments.get(i), refs.get(i)) else {
             return Err(format!("log_push_multi_v2 answered ordinal {}", i + 1));
         };
-        let partition_id: Uuid = row.get("partition_id");
-        if row.get::<_, bool>("written") {
-            let base_offset: i64 = row.get("base_offset");
-            let created_at: Option<SystemTime> = row.get("created_at");
+        let partition_id = row.partition_id;
+        if row.written {
+            let base_offset = row.base_offset.unwrap_or_default();
+            let created_at = row.created_at;
             stats.frames_written.fetch_add(frames.len() as u64, Relaxed);
             sink(&WrittenSegment {
                 tenant: seg.key.0,
@@ -634,7 +634,7 @@ async fn call_multi(
             });
             continue;
         }
-        if let Some(full) = row.get::<_, Option<serde_json::Value>>("full_refusal") {
+        if let Some(full) = row.full_refusal {
             let refusal = serde_json::from_value(full).map_err(|e| {
                 format!("log_push_multi_v2 answered a maxSize refusal of another shape: {e}")
             })?;
@@ -644,12 +644,10 @@ async fn call_multi(
             });
             continue;
         }
-        let idx: Vec<i32> = row.get("dup_index");
-        let offs: Vec<i64> = row.get("dup_offset");
-        let firsts: Vec<i32> = row.get("dup_first");
-        let mut dups = Vec::with_capacity(idx.len());
+        let found = &row.duplicates;
+        let mut dups = Vec::with_capacity(found.index.len());
         let mut failed = None;
-        for ((k, off), first) in idx.iter().zip(&offs).zip(&firsts) {
+        for ((k, off), first) in found.index.iter().zip(&found.offset).zip(&found.first) {
             let dup = if *off >= 0 {
                 match message_id_at(&db, partition_id, *off).await {
                     Ok(original) => Dup::Stored(original),
@@ -694,7 +692,7 @@ pub async fn message_id_at(
     partition_id: Uuid,
     offset: i64,
 ) -> Result<Option<Uuid>, String> {
-    let frame = crate::storage::frame_at(db, partition_id, offset)
+    let frame = procs::push::frame_at(db, partition_id, offset)
         .await
         .map_err(|e| e.to_string())?;
     Ok(frame.map(|f| f.message_id))

@@ -12,9 +12,9 @@ use std::time::SystemTime;
 
 use uuid::Uuid;
 
-use crate::app::App;
+use crate::readiness::Readiness;
 use crate::segment::FrameRef;
-use crate::segment_cache::DecodedSegment;
+use crate::segment_cache::{DecodedSegment, SegmentCache};
 
 /// One committed segment of one partition.
 pub struct WrittenSegment<'a> {
@@ -33,26 +33,25 @@ pub struct WrittenSegment<'a> {
 }
 
 /// Called after `segment` committed (the caller has not answered its client yet).
-pub fn on_pushed(app: &App, segment: &WrittenSegment<'_>) {
-    crate::pop::on_pushed(
-        app,
+pub fn on_pushed(ready: &Readiness, segments: &SegmentCache, segment: &WrittenSegment<'_>) {
+    ready.list_pushed(
         segment.tenant,
         segment.queue,
         segment.partition_id,
         segment.end_offset,
     );
-    if app.segments.enabled() {
+    if segments.enabled() {
         // The row's own created_at when the procedure returned it; the commit's moment else.
         let created = segment.created_at.unwrap_or_else(SystemTime::now);
         let raw = crate::segment::pack_raw(segment.frames);
         match DecodedSegment::from_raw(segment.base_offset, created, raw) {
-            Ok(decoded) => app.segments.insert(segment.partition_id, Arc::new(decoded)),
+            Ok(decoded) => segments.insert(segment.partition_id, Arc::new(decoded)),
             Err(e) => {
                 tracing::error!(partition_id = %segment.partition_id, error = %e, "a pushed segment cannot be indexed; pops will read it from PostgreSQL")
             }
         }
     }
-    app.long_poll.pushed(
+    ready.long_poll.pushed(
         segment.tenant,
         segment.queue,
         Some(segment.partition),

@@ -8,7 +8,7 @@ use crate::http::json::{read_body, Fields};
 use crate::http::limits;
 use crate::http::{self, Answer, ApiError, Request};
 use crate::queue_meta::QueueMeta;
-use crate::storage::DbError;
+use crate::storage::procs;
 use ackbench_wire::{ConfigureBody, ConfigureResponse};
 
 /// How an option's value is checked.
@@ -65,31 +65,27 @@ pub async fn handle(app: &App, req: &Request) -> Result<Answer, ApiError> {
         ));
     }
     let db = app.db("configure").await?;
-    let row = db
-        .query_one(
-            "SELECT * FROM queen.configure_queue_v2($1, $2, $3, $4, $5)",
-            &[
-                &req.tenant,
-                &queue,
-                &namespace,
-                &task,
-                &Value::Object(options),
-            ],
-        )
-        .await
-        .map_err(|e| DbError::from_pg("configure_queue_v2", e))?;
+    let options = Value::Object(options);
+    let configure = procs::queues::Configure {
+        tenant: req.tenant,
+        queue,
+        namespace,
+        task,
+        options: &options,
+    };
+    let row = procs::queues::configure_queue(&db, &configure).await?;
     let meta = QueueMeta {
-        max_size: row.get("max_size"),
-        encrypted: row.get("encryption_enabled"),
+        max_size: row.options.max_size,
+        encrypted: row.options.encryption_enabled,
     };
     app.queue_metas.set(req.tenant, queue, meta);
     let answer = ConfigureResponse {
         configured: true,
-        queue_id: row.get::<_, uuid::Uuid>("id").to_string(),
-        queue: row.get("name"),
-        namespace: row.get("namespace"),
-        task: row.get("task"),
-        options: crate::queues::options_of(&row),
+        queue_id: row.id.to_string(),
+        queue: row.name,
+        namespace: row.namespace,
+        task: row.task,
+        options: row.options,
         ignored,
     };
     Ok(http::json(StatusCode::OK, &answer))

@@ -2,7 +2,7 @@
 //! /api/v1/messages/:partitionId/:transactionId/retry` (replay) and `DELETE
 //! /api/v1/messages/:partitionId/:transactionId` (discard).
 //!
-//! Rows are filed by the ack path (`queen.log_dlq_head_v3`); this module only reads, replays and
+//! Rows are filed by the ack path (`log_dlq_head_v3`); this module only reads, replays and
 //! deletes them, always within the caller's tenant (a foreign row answers like an unknown one).
 //!
 //! The listing answers Queen's shape: `{"messages": [{"id" (the message id), "queue",
@@ -37,13 +37,12 @@ use std::time::SystemTime;
 use hyper::StatusCode;
 use serde::Serialize;
 use serde_json::value::RawValue;
-use tokio_postgres::Row;
 use uuid::Uuid;
 
 use crate::app::App;
 use crate::http::{self, Answer, ApiError, Request, Route};
 use crate::routes::push::{push_items, Item};
-use crate::storage::DbError;
+use crate::storage::procs::{self, dlq::DlqEntry};
 use ackbench_wire::{DlqMessage, DlqPage, DlqPagination, QUEUE_MODE_GROUP};
 
 const DEFAULT_LIMIT: i64 = 100;
@@ -57,21 +56,21 @@ pub async fn list(app: &App, req: &Request) -> Result<Answer, ApiError> {
     let limit = int_param(req, "limit", DEFAULT_LIMIT, 1, MAX_LIMIT)? as i32;
     let offset = int_param(req, "offset", 0, 0, i64::MAX)?;
     let db = app.db("dlq_list").await?;
-    let rows = db
-        .query(
-            "SELECT id, queue_name, partition_name, partition_id, consumer_group, \"offset\", \
-             message_id, transaction_id, payload::text AS payload, sealed, error, retry_count, \
-             failed_at, total FROM queen.log_dlq_list_v2($1, $2, $3, $4, $5, $6)",
-            &[&req.tenant, &queue, &group, &partition, &limit, &offset],
-        )
-        .await
-        .map_err(|e| DbError::from_pg("log_dlq_list_v2", e))?;
+    let filter = procs::dlq::DlqFilter {
+        tenant: req.tenant,
+        queue: queue.as_deref(),
+        group: group.as_deref(),
+        partition: partition.as_deref(),
+        limit,
+        offset,
+    };
+    let rows = procs::dlq::dlq_list(&db, &filter).await?;
     drop(db);
-    let total = rows.first().map_or(0, |r| r.get::<_, i64>("total"));
+    let total = rows.first().map_or(0, |r| r.total);
     let messages = rows
-        .iter()
-        .filter(|r| r.get::<_, Option<i64>>("id").is_some())
-        .map(|r| dlq_message(app, r))
+        .into_iter()
+        .filter_map(|r| r.entry)
+        .map(|e| dlq_message(app, e))
         .collect();
     let pagination = DlqPagination {
         total: Some(total),
@@ -89,29 +88,27 @@ pub async fn list(app: &App, req: &Request) -> Result<Answer, ApiError> {
 }
 
 /// One listed row as the wire shows it (queue mode's group is null).
-fn dlq_message(app: &App, row: &Row) -> DlqMessage {
-    let group: String = row.get("consumer_group");
-    let failed_at: SystemTime = row.get("failed_at");
-    let message_id: Uuid = row.get("message_id");
-    let (data, data_error) =
-        match payload_text(app, row.get("payload"), row.get("sealed"), message_id) {
-            Ok(text) => (raw_payload(text), None),
-            Err(e) => (raw_payload(None), Some(e)),
-        };
+fn dlq_message(app: &App, row: DlqEntry) -> DlqMessage {
+    let group = row.consumer_group;
+    let message_id = row.message_id;
+    let (data, data_error) = match payload_text(app, row.payload, row.sealed, message_id) {
+        Ok(text) => (raw_payload(text), None),
+        Err(e) => (raw_payload(None), Some(e)),
+    };
     DlqMessage {
         id: message_id.to_string(),
-        queue: row.get("queue_name"),
-        partition: row.get("partition_name"),
-        partition_id: row.get::<_, Uuid>("partition_id").to_string(),
+        queue: row.queue_name,
+        partition: row.partition_name,
+        partition_id: row.partition_id.to_string(),
         consumer_group: (group != QUEUE_MODE_GROUP).then_some(group),
-        offset: Some(row.get("offset")),
-        transaction_id: row.get("transaction_id"),
+        offset: Some(row.offset),
+        transaction_id: row.transaction_id,
         data,
         data_error,
-        error_message: row.get("error"),
-        retry_count: row.get("retry_count"),
+        error_message: row.error,
+        retry_count: row.retry_count,
         created_at: pushed_at(message_id),
-        failed_at: Some(humantime::format_rfc3339_micros(failed_at).to_string()),
+        failed_at: Some(humantime::format_rfc3339_micros(row.failed_at).to_string()),
     }
 }
 
@@ -205,14 +202,7 @@ pub async fn retry(app: &App, req: &Request) -> Result<Answer, ApiError> {
     let pushed = push_items(app, req.tenant, &items).await?;
     let ids: Vec<i64> = stored.iter().map(|s| s.id).collect();
     let db = app.db("dlq_retry").await?;
-    let deleted: i64 = db
-        .query_one(
-            "SELECT queen.log_dlq_delete_ids_v1($1, $2, $3)",
-            &[&req.tenant, &pid, &ids],
-        )
-        .await
-        .map_err(|e| DbError::from_pg("log_dlq_delete_ids_v1", e))?
-        .get(0);
+    let deleted = procs::dlq::dlq_delete_ids(&db, req.tenant, pid, &ids).await?;
     drop(db);
     let offsets = distinct_offsets(&stored);
     let messages: Vec<Replayed> = pushed
@@ -244,14 +234,7 @@ pub async fn delete(app: &App, req: &Request) -> Result<Answer, ApiError> {
     let (pid, txn) = message_key(req)?;
     let group = filter(req, "consumerGroup");
     let db = app.db("dlq_delete").await?;
-    let deleted: i64 = db
-        .query_one(
-            "SELECT queen.log_dlq_delete_v1($1, $2, $3, $4)",
-            &[&req.tenant, &pid, &txn, &group],
-        )
-        .await
-        .map_err(|e| DbError::from_pg("log_dlq_delete_v1", e))?
-        .get(0);
+    let deleted = procs::dlq::dlq_delete(&db, req.tenant, pid, txn, group.as_deref()).await?;
     if deleted == 0 {
         return Err(no_row(pid, txn));
     }
@@ -270,24 +253,17 @@ async fn fetch(
     group: Option<&str>,
 ) -> Result<Vec<Stored>, ApiError> {
     let db = app.db("dlq_retry").await?;
-    let rows = db
-        .query(
-            "SELECT id, queue_name, partition_name, \"offset\", payload::text, message_id, sealed \
-             FROM queen.log_dlq_fetch_v2($1, $2, $3, $4)",
-            &[&tenant, &pid, &txn, &group],
-        )
-        .await
-        .map_err(|e| DbError::from_pg("log_dlq_fetch_v2", e))?;
+    let rows = procs::dlq::dlq_fetch(&db, tenant, pid, txn, group).await?;
     Ok(rows
-        .iter()
+        .into_iter()
         .map(|r| Stored {
-            message_id: r.get(5),
-            sealed: r.get(6),
-            id: r.get(0),
-            queue: r.get(1),
-            partition: r.get(2),
-            offset: r.get(3),
-            payload: r.get(4),
+            message_id: r.message_id,
+            sealed: r.sealed,
+            id: r.id,
+            queue: r.queue_name,
+            partition: r.partition_name,
+            offset: r.offset,
+            payload: r.payload,
         })
         .collect())
 }

@@ -1,8 +1,8 @@
 //! `POST /api/v1/lease/:leaseId/extend`: lease renewal.
 //!
-//! Renews every live lease the leaseId (the worker id shared by every partition one pop leased)
-//! still holds, never shortening one, through `queen.log_renew_lease_v1`; with tenancy on,
-//! through `queen.log_renew_lease_tenant_v1`, whose single statement renews only when the lease
+//! Renews every live lease the leaseId (shared by every partition one pop leased)
+//! still holds, never shortening one, through `log_renew_lease_v1`; with tenancy on,
+//! through `log_renew_lease_tenant_v1`, whose single statement renews only when the lease
 //! sits on a partition of the caller's tenant. Renewal is best-effort: a well-formed request
 //! always answers 200, and an unknown, expired or foreign lease answers `success: false,
 //! renewed: 0, expiresAt: null` alike. Only a malformed body is refused (400).
@@ -15,7 +15,7 @@ use uuid::Uuid;
 use crate::app::App;
 use crate::http::json::read_body;
 use crate::http::{self, Answer, ApiError, Request, Route};
-use crate::storage::DbError;
+use crate::storage::procs;
 use ackbench_wire::{LeaseExtendBody, LeaseExtendResponse};
 
 /// Renewal length when the body does not say.
@@ -64,26 +64,10 @@ fn seconds_of(body: &[u8]) -> Result<i32, ApiError> {
 async fn renew(
     app: &App,
     tenant: Option<Uuid>,
-    worker: &str,
+    lease_id: &str,
     seconds: i32,
 ) -> Result<(i64, Option<SystemTime>), ApiError> {
     let db = app.db("lease_extend").await?;
-    let row = match tenant {
-        None => {
-            db.query_one(
-                "SELECT renewed, expires_at FROM queen.log_renew_lease_v1($1, $2)",
-                &[&worker, &seconds],
-            )
-            .await
-        }
-        Some(tenant) => {
-            db.query_one(
-                "SELECT renewed, expires_at FROM queen.log_renew_lease_tenant_v1($1, $2, $3)",
-                &[&tenant, &worker, &seconds],
-            )
-            .await
-        }
-    }
-    .map_err(|e| DbError::from_pg("log_renew_lease_v1", e))?;
-    Ok((row.get(0), row.get(1)))
+    let r = procs::lease::renew_lease(&db, tenant, lease_id, seconds).await?;
+    Ok((r.renewed, r.expires_at))
 }

@@ -16,7 +16,7 @@ use crate::pop::stats::PopSnapshot;
 pub async fn health(app: &App) -> Result<Answer, ApiError> {
     let probe = async {
         let db = app.db("health").await.map_err(|e| e.to_string())?;
-        db.query_one("SELECT count(*) FROM queen.schema_migrations", &[])
+        crate::storage::migrations::recorded_count(&db)
             .await
             .map_err(|e| e.to_string())
     };
@@ -39,7 +39,7 @@ pub fn metrics(app: &App) -> Answer {
         ack: AckSnapshot::of(app.registry.as_ref(), app.fusion.as_ref()),
         pop: PopSnapshot::of(
             &app.pop_stats,
-            app.hotlist.is_some(),
+            app.ready.hotlist.is_some(),
             app.pop_fusion.as_ref(),
             &app.segments,
         ),

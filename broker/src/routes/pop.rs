@@ -32,7 +32,8 @@ pub async fn handle(app: &App, req: &Request) -> Result<Answer, ApiError> {
         Target::Discover { .. } => Scope::AnyQueueOf(req.tenant),
     };
     let waiter = params.wait.then(|| {
-        app.long_poll
+        app.ready
+            .long_poll
             .park(scope, params.group.as_deref().unwrap_or(QUEUE_MODE_GROUP))
     });
     // Set once the pop found nothing and waits: counts it as waiting for messages until the
@@ -45,18 +46,20 @@ pub async fn handle(app: &App, req: &Request) -> Result<Answer, ApiError> {
         if let Some(n) = notified.as_mut().as_pin_mut() {
             n.enable();
         }
-        if let Some(delivery) = crate::pop::pop_once(app, req.tenant, &params, recheck).await? {
+        if let Some(delivery) =
+            crate::pop::pop_once(&app.pop_context(), req.tenant, &params, recheck).await?
+        {
             return Ok(deliver(app, req.tenant, &params, delivery));
         }
         let now = Instant::now();
         if !params.wait || now >= deadline {
-            Metrics::add(&app.metrics.pops_empty, 1);
+            Metrics::add(&app.metrics.counters.pops_empty, 1);
             app.demand.came_back_empty();
             return Ok(http::empty(StatusCode::NO_CONTENT));
         }
         if parked.is_none() {
             parked = Some(app.demand.waiting());
-            Metrics::add(&app.metrics.long_poll_parked, 1);
+            Metrics::add(&app.metrics.counters.long_poll_parked, 1);
         }
         let recheck_in = Duration::from_millis(app.config.long_poll_recheck_ms).min(deadline - now);
         let woken = async {
@@ -67,7 +70,7 @@ pub async fn handle(app: &App, req: &Request) -> Result<Answer, ApiError> {
         };
         recheck = tokio::select! {
             _ = woken => {
-                Metrics::add(&app.metrics.long_poll_woken, 1);
+                Metrics::add(&app.metrics.counters.long_poll_woken, 1);
                 false
             }
             _ = tokio::time::sleep(recheck_in) => true,
@@ -187,15 +190,16 @@ fn bool_param(req: &Request, name: &str) -> Result<bool, ApiError> {
 fn deliver(app: &App, tenant: Uuid, p: &PopParams, d: Delivery) -> Answer {
     let (body, spans) = write_answer(p, &d);
     Metrics::add(
-        &app.metrics.messages_delivered,
+        &app.metrics.counters.messages_delivered,
         spans.iter().map(|s| s.frames.len() as u64).sum(),
     );
     for span in &spans {
-        app.long_poll
+        app.ready
+            .long_poll
             .learn(tenant, span.partition_id, &span.queue, &span.partition);
     }
     if !p.auto_ack {
-        ack::on_leased(app, tenant, p.group_name(), &d.worker, &spans);
+        ack::on_leased(app, tenant, p.group_name(), &d.lease_id, &spans);
     }
     http::with_type(StatusCode::OK, Bytes::from(body), "application/json")
 }
@@ -207,7 +211,7 @@ fn write_answer(p: &PopParams, d: &Delivery) -> (Vec<u8>, Vec<LeasedSpan>) {
     let mut out = Vec::with_capacity(512 + 384 * d.spans.len());
     let first = &d.spans[0];
     out.extend_from_slice(b"{\"success\":true,");
-    write_location(&mut out, first, &d.worker, group);
+    write_location(&mut out, first, &d.lease_id, group);
     out.extend_from_slice(
         format!(",\"partitionsClaimed\":{},\"messages\":[", d.spans.len()).as_bytes(),
     );
@@ -218,7 +222,7 @@ fn write_answer(p: &PopParams, d: &Delivery) -> (Vec<u8>, Vec<LeasedSpan>) {
     for span in &d.spans {
         tail.clear();
         tail.extend_from_slice(b"\",");
-        write_location(&mut tail, span, &d.worker, group);
+        write_location(&mut tail, span, &d.lease_id, group);
         tail.extend_from_slice(format!(",\"deliveryAttempt\":{}}}", span.attempt).as_bytes());
         let mut leased = LeasedSpan {
             partition_id: span.partition_id,
@@ -252,7 +256,7 @@ fn write_answer(p: &PopParams, d: &Delivery) -> (Vec<u8>, Vec<LeasedSpan>) {
 
 /// `"queue":..,"partition":..,"partitionId":..,"leaseId":..,"consumerGroup":..` of a span: the
 /// answer's head and every message carry them.
-fn write_location(out: &mut Vec<u8>, span: &DeliveredSpan, worker: &str, group: Option<&str>) {
+fn write_location(out: &mut Vec<u8>, span: &DeliveredSpan, lease_id: &str, group: Option<&str>) {
     out.extend_from_slice(b"\"queue\":");
     json_str(out, &span.queue);
     out.extend_from_slice(b",\"partition\":");
@@ -260,7 +264,7 @@ fn write_location(out: &mut Vec<u8>, span: &DeliveredSpan, worker: &str, group: 
     out.extend_from_slice(b",\"partitionId\":\"");
     push_uuid(out, span.partition_id);
     out.extend_from_slice(b"\",\"leaseId\":");
-    json_str(out, worker);
+    json_str(out, lease_id);
     out.extend_from_slice(b",\"consumerGroup\":");
     json_opt_str(out, group);
 }

@@ -11,7 +11,7 @@
 //! partition) in order of first appearance. With push fusion on (the default) each group is a
 //! job of the fusion engine (`push::fusion`), which commits it together with concurrent
 //! pushes; the answer waits for every group's commit. With it off, all groups are written by
-//! one `queen.log_push_v2` call (one transaction, one segment and one `log_txns` row per
+//! one `log_push_v2` call (one transaction, one segment and one `log_txns` row per
 //! group); when that procedure reports duplicates it has written nothing, the duplicates are
 //! set aside and the call is repeated without them (each round only shrinks the input). Either
 //! way a duplicate answers with the original message's id, and every committed segment is
@@ -32,7 +32,7 @@ use crate::metrics::Metrics;
 use crate::push::fusion::{FrameFate, PushFrame, PushFusion, PushJob};
 use crate::push::written::{on_pushed, WrittenSegment};
 use crate::segment::{self, FrameRef};
-use crate::storage::DbError;
+use crate::storage::{procs, DbError};
 use ackbench_wire::{txn_hash, PushBody, PushItem, PushResult};
 
 /// One validated item.
@@ -149,8 +149,11 @@ pub async fn push_items(
         .iter()
         .filter(|o| matches!(o, Settled::Queued))
         .count() as u64;
-    Metrics::add(&app.metrics.messages_pushed, queued);
-    Metrics::add(&app.metrics.messages_duplicate, items.len() as u64 - queued);
+    Metrics::add(&app.metrics.counters.messages_pushed, queued);
+    Metrics::add(
+        &app.metrics.counters.messages_duplicate,
+        items.len() as u64 - queued,
+    );
     Ok(items
         .iter()
         .zip(settled)
@@ -272,45 +275,33 @@ async fn push_direct(
 ) -> Result<Vec<Settled>, ApiError> {
     let mut outcome: Vec<Outcome> = items.iter().map(|_| Outcome::Pending).collect();
     let db = app.db("push").await?;
-    let stmt = db
-        .prepare_cached(
-            "SELECT ordinal, partition_id, base_offset, written, dup_index, dup_offset, \
-             dup_first FROM queen.log_push_v2($1, $2, $3, $4, $5)",
-        )
-        .await
-        .map_err(|e| DbError::from_pg("log_push_v2", e))?;
     let sealer = app.sealer.as_deref();
     loop {
         let call = PushCall::build(items, groups, sealed, sealer, &outcome);
         if call.members.is_empty() {
             break;
         }
-        let rows = db
-            .query(
-                &stmt,
-                &[
-                    &tenant,
-                    &call.queues,
-                    &call.partitions,
-                    &call.hashes,
-                    &call.blobs,
-                ],
-            )
+        let columns = procs::push::Push {
+            tenant,
+            queues: &call.queues,
+            partitions: &call.partitions,
+            hashes: &call.hashes,
+            blobs: &call.blobs,
+        };
+        let rows = procs::push::push(&db, &columns)
             .await
-            .map_err(|e| refused_or_failed(DbError::from_pg("log_push_v2", e)))?;
-        let written = rows.iter().all(|r| r.get::<_, bool>("written"));
+            .map_err(refused_or_failed)?;
+        let written = rows.iter().all(|r| r.written);
         for row in &rows {
-            let members = &call.members[row.get::<_, i32>("ordinal") as usize - 1];
+            let members = &call.members[row.ordinal as usize - 1];
             if written {
                 members.iter().for_each(|&i| outcome[i] = Outcome::Queued);
                 report_written(app, tenant, items, members, row);
                 continue;
             }
-            let pid: Uuid = row.get("partition_id");
-            let idx: Vec<i32> = row.get("dup_index");
-            let offs: Vec<i64> = row.get("dup_offset");
-            let firsts: Vec<i32> = row.get("dup_first");
-            for ((k, off), first) in idx.iter().zip(&offs).zip(&firsts) {
+            let pid = row.partition_id;
+            let dups = &row.duplicates;
+            for ((k, off), first) in dups.index.iter().zip(&dups.offset).zip(&dups.first) {
                 let item = members[*k as usize];
                 outcome[item] = if *off >= 0 {
                     Outcome::DuplicateOfStored(pid, *off)
@@ -353,7 +344,7 @@ fn report_written(
     tenant: Uuid,
     items: &[Item],
     members: &[usize],
-    row: &tokio_postgres::Row,
+    row: &procs::push::PushRow,
 ) {
     let frames: Vec<FrameRef<'_>> = members
         .iter()
@@ -363,15 +354,16 @@ fn report_written(
             payload: &items[i].payload,
         })
         .collect();
-    let base_offset: i64 = row.get("base_offset");
+    let base_offset = row.base_offset.unwrap_or_default();
     let first = &items[members[0]];
     on_pushed(
-        app,
+        &app.ready,
+        &app.segments,
         &WrittenSegment {
             tenant,
             queue: &first.queue,
             partition: &first.partition,
-            partition_id: row.get("partition_id"),
+            partition_id: row.partition_id,
             base_offset,
             end_offset: base_offset + frames.len() as i64 - 1,
             created_at: None,
@@ -466,7 +458,7 @@ async fn original_ids(
         if ids.contains_key(&(*pid, *off)) {
             continue;
         }
-        if let Some(frame) = crate::storage::frame_at(db, *pid, *off).await? {
+        if let Some(frame) = procs::push::frame_at(db, *pid, *off).await? {
             ids.insert((*pid, *off), frame.message_id);
         }
     }

@@ -5,7 +5,7 @@
 //! "partitionId", "status", "consumerGroup"?, "leaseId"?, "error"?}], "requiredLeases"?:
 //! [leaseId, ...]}`. The whole body is validated first (a 400 names the field, e.g.
 //! `operations[2].type`, and nothing is written); then everything goes to PostgreSQL as ONE
-//! `queen.log_transaction_wire_v2(payload jsonb)` call, one transaction:
+//! `log_transaction_wire_v2(payload jsonb)` call, one transaction:
 //!
 //! - Pushes: the items of every push operation are grouped by (queue, partition) in order of
 //!   first appearance, each group one segment packed here (`segment::pack`) with its 16-byte
@@ -57,7 +57,7 @@ use crate::metrics::Metrics;
 use crate::routes::ack::{explain_item as explain_ack, item as ack_item};
 use crate::routes::push::{explain_items, validate_items, Item};
 use crate::segment::{self, FrameRef};
-use crate::storage::DbError;
+use crate::storage::{procs, DbError};
 use ackbench_wire::hash::hash_hex;
 use ackbench_wire::{txn_hash, AckResult, Operation, PushResult, TransactionBody, TxnHash};
 
@@ -107,15 +107,10 @@ pub async fn handle(app: &App, req: &Request) -> Result<Answer, ApiError> {
     let transaction_id = Uuid::now_v7();
 
     let db = app.db("transaction").await?;
-    let stmt = db
-        .prepare_cached("SELECT queen.log_transaction_wire_v2($1)")
-        .await
-        .map_err(|e| DbError::from_pg("log_transaction_wire_v2", e))?;
-    let answer: Value = match db.query_one(&stmt, &[&payload]).await {
-        Ok(row) => row.get(0),
+    let answer: Value = match procs::transaction::transaction_wire(&db, &payload).await {
+        Ok(answer) => answer,
         Err(e) => {
             drop(db);
-            let e = DbError::from_pg("log_transaction_wire_v2", e);
             let Some((r, why)) = Refusal::of(&e)
                 .and_then(|r| refusal(&r, &body, &pushes, &acks).map(|why| (r, why)))
             else {
@@ -132,13 +127,14 @@ pub async fn handle(app: &App, req: &Request) -> Result<Answer, ApiError> {
 
     // Committed: wake the parked pops, end the acked groups' registry entries.
     let pushed: usize = pushes.iter().map(|g| g.members.len()).sum();
-    Metrics::add(&app.metrics.messages_pushed, pushed as u64);
+    Metrics::add(&app.metrics.counters.messages_pushed, pushed as u64);
     for g in &pushes {
         // Pushed without partition ids at hand: the queue's candidate lists are reseeded.
-        if let Some(hot) = &app.hotlist {
+        if let Some(hot) = &app.ready.hotlist {
             hot.invalidate(&(req.tenant, g.queue.clone()));
         }
-        app.long_poll
+        app.ready
+            .long_poll
             .pushed(req.tenant, &g.queue, Some(&g.partition), g.members.len());
     }
     if let Some(registry) = &app.registry {
@@ -437,7 +433,7 @@ fn positional_results(
 ) -> Result<Vec<AckResult>, ApiError> {
     let o: PositionalOutcome = ack::outcome("log_ack_v1", result.clone())?;
     Metrics::add(&app.metrics.acks_positional, plan.group.items.len() as u64);
-    Metrics::add(&app.metrics.messages_acked, o.acked.max(0) as u64);
+    Metrics::add(&app.metrics.counters.messages_acked, o.acked.max(0) as u64);
     Ok(plan
         .group
         .items
@@ -475,7 +471,7 @@ async fn hash_results(
         _ => 0,
     };
     Metrics::add(
-        &app.metrics.messages_acked,
+        &app.metrics.counters.messages_acked,
         (o.acked + filed_acked).max(0) as u64,
     );
     let noop: HashSet<&str> = o.noop_hashes.iter().map(String::as_str).collect();

@@ -126,6 +126,15 @@ impl Applied {
     }
 }
 
+/// How many schema migrations the database records: the health probe (it answers once
+/// PostgreSQL does and the schema is applied).
+pub async fn recorded_count(db: &Client) -> Result<i64, tokio_postgres::Error> {
+    let row = db
+        .query_one("SELECT count(*) FROM queen.schema_migrations", &[])
+        .await?;
+    Ok(row.get(0))
+}
+
 fn checksum(sql: &str) -> i64 {
     xxh3_64(sql.as_bytes()) as i64
 }

@@ -1,11 +1,12 @@
 //! PostgreSQL access: the connection pool, the embedded SQL (schema migrations and procedure
 //! files), the database error type (with the structured refusals procedures raise), and the
-//! storage reads shared by the domains.
+//! typed bindings of the procedures (`procs`).
 //!
-//! The broker talks to PostgreSQL only through the `queen.*_v1` procedures of `sql/`; the Rust
+//! The broker talks to PostgreSQL only through the procedures of `sql/`, called from `procs`; the Rust
 //! side never composes table-level SQL on a hot path.
 
 pub mod migrations;
+pub mod procs;
 pub mod startup;
 pub mod timeline;
 
@@ -13,14 +14,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use deadpool_postgres::{
-    Hook, HookError, Manager, ManagerConfig, Object, Pool, RecyclingMethod, Runtime, Timeouts,
+    Hook, HookError, Manager, ManagerConfig, Pool, RecyclingMethod, Runtime, Timeouts,
 };
 use tokio_postgres::NoTls;
-use uuid::Uuid;
 
 pub use timeline::Timeline;
-
-use crate::segment::{self, Frame};
 
 /// SQLSTATE `data_corrupted`: what a stored segment that cannot be unpacked is reported as.
 const DATA_CORRUPTED: &str = "XX001";
@@ -156,31 +154,4 @@ impl DbError {
             _ => None,
         }
     }
-}
-
-/// Unpacks the one frame at `offset` of a partition (a duplicate's original, a DLQ payload);
-/// `None` when retention removed its segment.
-pub async fn frame_at(
-    db: &Object,
-    partition_id: Uuid,
-    offset: i64,
-) -> Result<Option<Frame>, DbError> {
-    let row = db
-        .query_opt(
-            "SELECT base_offset, blob FROM queen.log_segment_at_v1($1, $2)",
-            &[&partition_id, &offset],
-        )
-        .await
-        .map_err(|e| DbError::from_pg("log_segment_at_v1", e))?;
-    let Some(row) = row else { return Ok(None) };
-    let base: i64 = row.get(0);
-    let mut frames = segment::unpack(row.get(1)).map_err(|e| {
-        tracing::error!(%partition_id, offset, error = %e, "stored segment cannot be unpacked");
-        DbError::corrupt(
-            "log_segment_at_v1",
-            format!("segment of partition {partition_id} at {offset}: {e}"),
-        )
-    })?;
-    let k = (offset - base) as usize;
-    Ok((k < frames.len()).then(|| frames.swap_remove(k)))
 }

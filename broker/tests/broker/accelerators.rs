@@ -1209,7 +1209,7 @@ async fn stale_hits_fall_back(fusion: bool) {
     expire(&db, p, QM).await;
     let answers = ack(&t.http, &pid, &a, None, &strs(&batch)).await;
     assert_all(&answers, false, Some(LEASE_ERR), false, false);
-    assert_eq!(reg.hits.load(Relaxed), 1, "it was a registry hit");
+    assert_eq!(reg.counters.hits.load(Relaxed), 1, "it was a registry hit");
     assert_eq!(rejected(), u64::from(fusion));
     let m = metrics(&t.http).await;
     assert_eq!(
@@ -1227,7 +1227,7 @@ async fn stale_hits_fall_back(fusion: bool) {
     let answers = ack(&t.http, &pid, &a, None, &strs(&batch)).await;
     assert_all(&answers, false, Some(LEASE_ERR), false, false);
     assert_eq!(
-        reg.hits.load(Relaxed),
+        reg.counters.hits.load(Relaxed),
         1,
         "a miss: the entry is the new holder's"
     );
@@ -1239,7 +1239,7 @@ async fn stale_hits_fall_back(fusion: bool) {
     let answers = ack(&t.http, &pid, &b, None, &strs(&batch)).await;
     assert_all(&answers, true, None, true, false);
     assert_eq!(
-        reg.hits.load(Relaxed),
+        reg.counters.hits.load(Relaxed),
         2,
         "the new holder's full-batch ack is still a hit"
     );
@@ -1261,7 +1261,7 @@ async fn stale_hits_fall_back(fusion: bool) {
     .unwrap();
     let answers = ack(&t.http, &pid, &c, None, &strs(&batch)).await;
     assert_all(&answers, false, Some(LEASE_ERR), false, false);
-    assert_eq!(reg.hits.load(Relaxed), 3);
+    assert_eq!(reg.counters.hits.load(Relaxed), 3);
     assert_eq!(rejected(), 2 * u64::from(fusion));
     assert_eq!(cursor(&db, p, QM).await, (3, Some(6), 4), "nothing changed");
 
@@ -1289,11 +1289,15 @@ async fn stale_hits_fall_back(fusion: bool) {
         assert_eq!(v["ok"], json!(false), "{v}");
         assert_eq!(v["error"], json!("cursor moved since the pop"), "{v}");
     }
-    let hits = reg.hits.load(Relaxed);
+    let hits = reg.counters.hits.load(Relaxed);
     let mut shuffled = strs(&batch);
     shuffled.reverse();
     let answers = ack(&t.http, &pid2, &d, None, &shuffled).await;
-    assert_eq!(reg.hits.load(Relaxed), hits + 1, "it was a registry hit");
+    assert_eq!(
+        reg.counters.hits.load(Relaxed),
+        hits + 1,
+        "it was a registry hit"
+    );
     assert_eq!(rejected(), 3 * u64::from(fusion));
     for a in &answers {
         let early = ["m0", "m1"].contains(&a["transactionId"].as_str().unwrap());
@@ -1332,7 +1336,10 @@ async fn lru_eviction_and_ttl_expiry_fall_back_to_the_sql_path() {
     let batch = ids("x", 3);
     push_ids(&t.http, "q", "p", &batch).await;
     let (pid, lease, _) = pop(&t.http, "q", "p", "batch=3").await;
-    assert_eq!((reg.entries(), reg.evictions.load(Relaxed)), (0, 1));
+    assert_eq!(
+        (reg.entries(), reg.counters.evictions.load(Relaxed)),
+        (0, 1)
+    );
     let answers = ack(&t.http, &pid, &lease, None, &strs(&batch)).await;
     assert_all(&answers, true, None, true, false);
     assert_eq!(cursor(&db, uuid(&pid), QM).await, (2, None, 3));
@@ -1357,17 +1364,29 @@ async fn lru_eviction_and_ttl_expiry_fall_back_to_the_sql_path() {
     reg.expire_all_for_test();
     let (pid2, l2, _) = pop(&t.http, "q", "p2", "batch=3").await;
     assert_eq!(
-        reg.expirations.load(Relaxed),
+        reg.counters.expirations.load(Relaxed),
         1,
         "the insert swept p1's expired entry"
     );
     assert_eq!(reg.entries(), 1);
     let answers = ack(&t.http, &pid1, &l1, None, &strs(&batches[0])).await;
     assert_all(&answers, true, None, true, false);
-    assert_eq!((reg.hits.load(Relaxed), reg.misses.load(Relaxed)), (0, 1));
+    assert_eq!(
+        (
+            reg.counters.hits.load(Relaxed),
+            reg.counters.misses.load(Relaxed)
+        ),
+        (0, 1)
+    );
     let answers = ack(&t.http, &pid2, &l2, None, &strs(&batches[1])).await;
     assert_all(&answers, true, None, true, false);
-    assert_eq!((reg.hits.load(Relaxed), reg.misses.load(Relaxed)), (1, 1));
+    assert_eq!(
+        (
+            reg.counters.hits.load(Relaxed),
+            reg.counters.misses.load(Relaxed)
+        ),
+        (1, 1)
+    );
 
     let (pid3, l3, _) = pop(&t.http, "q", "p3", "batch=3").await;
     reg.expire_all_for_test();
@@ -1375,7 +1394,10 @@ async fn lru_eviction_and_ttl_expiry_fall_back_to_the_sql_path() {
     let answers = ack(&t.http, &pid3, &l3, None, &strs(&batches[2])).await;
     assert_all(&answers, true, None, true, false);
     assert_eq!(
-        (reg.hits.load(Relaxed), reg.misses.load(Relaxed)),
+        (
+            reg.counters.hits.load(Relaxed),
+            reg.counters.misses.load(Relaxed)
+        ),
         (1, 2),
         "past its TTL: a miss"
     );
@@ -1482,14 +1504,14 @@ fn fusion_on(t: &TestBroker, max_rows: usize) -> AckFusion {
         min_rate: 0,
     };
     let demand = std::sync::Arc::default();
-    AckFusion::start(pool, ConcurrencyMode::Fixed(1), no_linger, max_rows, demand)
+    ackbench_broker::fusion::ack_only(pool, ConcurrencyMode::Fixed(1), no_linger, max_rows, demand)
 }
 
-fn fused(pid: &str, group: &str, worker: &str, batch_end: i64) -> FusedAck {
+fn fused(pid: &str, group: &str, lease_id: &str, batch_end: i64) -> FusedAck {
     FusedAck {
         partition: uuid(pid),
         group: group.to_string(),
-        worker: worker.to_string(),
+        lease_id: lease_id.to_string(),
         batch_end,
         // the registry's count: offsets from the span start (0 here) through batch_end
         count: batch_end as i32 + 1,

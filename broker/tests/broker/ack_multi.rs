@@ -7,6 +7,8 @@
 //! state, and requires identical verdicts and identical rows.
 
 use crate::common::{consumer_rows, Rng, TestBroker, QM};
+use ackbench_broker::storage::procs;
+use deadpool_postgres::Object;
 use tokio_postgres::Client;
 use uuid::Uuid;
 
@@ -17,14 +19,14 @@ type VerdictRow = (i32, bool, Option<String>, i64, Option<i64>, bool);
 #[derive(Clone, Debug)]
 struct AckRow {
     pid: Uuid,
-    worker: String,
+    lease_id: String,
     end: i64,
     count: i32,
 }
 
-const WORKERS: [&str; 3] = ["wa", "wb", ""];
+const LEASES: [&str; 3] = ["wa", "wb", ""];
 
-/// A drawn consumer row: its cursor and lease (batch end, worker, live), or no row at all.
+/// A drawn consumer row: its cursor and lease (batch end, lease_id, live), or no row at all.
 #[derive(Clone, Copy, Debug)]
 struct Drawn {
     committed: i64,
@@ -60,13 +62,13 @@ async fn apply_state(db: &Client, pids: &[Uuid], state: &[Option<Drawn>]) {
     for (pid, drawn) in pids.iter().zip(state) {
         let Some(d) = drawn else { continue };
         let batch_end = d.lease.map(|l| l.0);
-        let worker = d.lease.map(|l| l.1);
+        let lease_id = d.lease.map(|l| l.1);
         let lease = d.lease.map(|l| if l.2 { "1 minute" } else { "-1 minute" });
         db.execute(
             "INSERT INTO queen.log_consumers (partition_id, consumer_group, committed, batch_end, \
              worker_id, lease_expires_at, attempt_count, attempt_from, total_consumed) \
              VALUES ($1, $2, $3, $4, $5, now() + $6::text::interval, 1, $3::bigint + 1, 7)",
-            &[pid, &QM, &d.committed, &batch_end, &worker, &lease],
+            &[pid, &QM, &d.committed, &batch_end, &lease_id, &lease],
         )
         .await
         .unwrap();
@@ -74,7 +76,7 @@ async fn apply_state(db: &Client, pids: &[Uuid], state: &[Option<Drawn>]) {
 }
 
 /// Random ack rows for `state`: half of them the ack a holder of the lease would send (its
-/// batch, counted from the cursor), the rest any worker, end and count; now and then a second
+/// batch, counted from the cursor), the rest any lease_id, end and count; now and then a second
 /// row on a partition already in the call.
 fn draw_rows(pids: &[Uuid], state: &[Option<Drawn>], rng: &mut Rng) -> Vec<AckRow> {
     let mut order: Vec<usize> = (0..pids.len()).collect();
@@ -85,16 +87,16 @@ fn draw_rows(pids: &[Uuid], state: &[Option<Drawn>], rng: &mut Rng) -> Vec<AckRo
         .map(|&k| match state[k] {
             Some(Drawn {
                 committed,
-                lease: Some((end, worker, _)),
+                lease: Some((end, lease_id, _)),
             }) if rng.chance(50) => AckRow {
                 pid: pids[k],
-                worker: worker.to_string(),
+                lease_id: lease_id.to_string(),
                 end,
                 count: (end - committed) as i32,
             },
             _ => AckRow {
                 pid: pids[k],
-                worker: WORKERS[rng.index(3)].to_string(),
+                lease_id: LEASES[rng.index(3)].to_string(),
                 end: rng.below(7) as i64,
                 count: rng.below(4) as i32,
             },
@@ -102,7 +104,7 @@ fn draw_rows(pids: &[Uuid], state: &[Option<Drawn>], rng: &mut Rng) -> Vec<AckRo
         .collect();
     if rng.chance(15) {
         let mut twin = rows[rng.index(rows.len())].clone();
-        twin.worker = WORKERS[rng.index(2)].to_string();
+        twin.lease_id = LEASES[rng.index(2)].to_string();
         twin.end += 1;
         rows.push(twin);
     }
@@ -119,13 +121,13 @@ async fn multi(db: &Client, rows: &[AckRow]) -> Vec<VerdictRow> {
     let pids: Vec<Uuid> = rows.iter().map(|r| r.pid).collect();
     let groups: Vec<&str> = rows.iter().map(|_| QM).collect();
     let ends: Vec<i64> = rows.iter().map(|r| r.end).collect();
-    let workers: Vec<&str> = rows.iter().map(|r| r.worker.as_str()).collect();
+    let lease_ids: Vec<&str> = rows.iter().map(|r| r.lease_id.as_str()).collect();
     let counts: Vec<i32> = rows.iter().map(|r| r.count).collect();
     let mut verdicts = db
         .query(
             "SELECT ordinal, ok, error, acked, committed, lease_released \
          FROM queen.log_ack_multi_v1($1, $2, $3, $4, $5)",
-            &[&pids, &groups, &ends, &workers, &counts],
+            &[&pids, &groups, &ends, &lease_ids, &counts],
         )
         .await
         .unwrap()
@@ -136,30 +138,30 @@ async fn multi(db: &Client, rows: &[AckRow]) -> Vec<VerdictRow> {
     verdicts
 }
 
-/// The contract's reference: log_ack_at_v1 per row in (partition, group, ordinal) order,
-/// answered by input ordinal.
-async fn one_by_one(db: &Client, rows: &[AckRow]) -> Vec<VerdictRow> {
+/// The contract's reference: log_ack_at_v1, through the broker's binding, per row in
+/// (partition, group, ordinal) order, answered by input ordinal.
+async fn one_by_one(db: &Object, rows: &[AckRow]) -> Vec<VerdictRow> {
     let mut order: Vec<usize> = (0..rows.len()).collect();
     order.sort_by_key(|&i| (rows[i].pid, i));
     let mut out = Vec::new();
     for i in order {
         let r = &rows[i];
-        let row = db
-            .query_one(
-                "SELECT (v->>'ok')::boolean, v->>'error', COALESCE((v->>'acked')::bigint, 0), \
-                 (v->>'committed')::bigint, COALESCE((v->>'lease_released')::boolean, false) \
-                 FROM queen.log_ack_at_v1($1, $2, $3, $4, true, $5) AS v",
-                &[&r.pid, &QM, &r.worker, &r.end, &r.count],
-            )
-            .await
-            .unwrap();
+        let at = procs::ack::AckAt {
+            partition_id: r.pid,
+            group: QM,
+            lease_id: &r.lease_id,
+            upto: r.end,
+            ok: true,
+            count: r.count,
+        };
+        let v = procs::ack::ack_at(db, &at).await.unwrap();
         out.push((
             i as i32 + 1,
-            row.get(0),
-            row.get(1),
-            row.get(2),
-            row.get(3),
-            row.get(4),
+            v["ok"].as_bool().expect("ok is a boolean"),
+            v["error"].as_str().map(str::to_string),
+            v["acked"].as_i64().unwrap_or(0),
+            v["committed"].as_i64(),
+            v["lease_released"].as_bool().unwrap_or(false),
         ));
     }
     out.sort_by_key(|v| v.0);
@@ -171,7 +173,7 @@ fn set_shaped(rows: &[AckRow]) -> bool {
     let mut pids: Vec<Uuid> = rows.iter().map(|r| r.pid).collect();
     pids.sort();
     pids.dedup();
-    pids.len() == rows.len() && rows.iter().all(|r| !r.worker.is_empty())
+    pids.len() == rows.len() && rows.iter().all(|r| !r.lease_id.is_empty())
 }
 
 #[tokio::test]
@@ -185,7 +187,10 @@ async fn ack_multi_answers_and_writes_as_log_ack_at_row_by_row() {
         .map(|(p, m)| (p.as_str(), m.as_str()))
         .collect();
     t.http.push("am", &refs).await;
-    let db = t.sql().await;
+    // One pooled connection, so the reference calls the broker's binding inside the trial's
+    // transaction.
+    let pool = ackbench_broker::storage::pool(&t.db_url.parse().unwrap(), 1).unwrap();
+    let db = pool.get().await.unwrap();
     let pids: Vec<Uuid> = db
         .query(
             "SELECT p.id FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id \

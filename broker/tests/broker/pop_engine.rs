@@ -286,8 +286,8 @@ async fn subscription_new_starts_at_the_tail_once_and_new_partitions_from_their_
 /// held, so a job can be handed a segment only another job listed; it must still be served.
 #[tokio::test]
 async fn a_fused_job_is_served_a_segment_another_job_listed_as_held() {
-    use ackbench_broker::pop::claim::{claim_jobs, PopJob, Stored};
     use ackbench_broker::segment_cache::DecodedSegment;
+    use ackbench_broker::storage::procs::pop::{pop_multi_once, PopJob, Stored};
     use std::sync::Arc;
 
     let t = TestBroker::start().await;
@@ -319,7 +319,7 @@ async fn a_fused_job_is_served_a_segment_another_job_listed_as_held() {
     let held = DecodedSegment::decode(0, std::time::SystemTime::now(), &blob, None).unwrap();
     let job = |candidate, cached: Vec<(uuid::Uuid, Arc<DecodedSegment>)>| PopJob {
         group: ackbench_wire::QUEUE_MODE_GROUP.into(),
-        worker: "w".into(),
+        lease_id: "w".into(),
         batch: 1,
         max_partitions: 1,
         lease_seconds: Some(30),
@@ -332,7 +332,7 @@ async fn a_fused_job_is_served_a_segment_another_job_listed_as_held() {
     let second = job(b, Vec::new());
     let pool = ackbench_broker::storage::pool(&t.db_url.parse().unwrap(), 1).unwrap();
     let db = pool.get().await.unwrap();
-    let rows = claim_jobs(&db, &[&first, &second]).await.unwrap();
+    let rows = pop_multi_once(&db, &[&first, &second]).await.unwrap();
     assert_eq!(rows[1].len(), 1, "the second job claimed b");
     assert_eq!(rows[1][0].partition_id, b);
     assert!(
@@ -378,10 +378,9 @@ fn joint_lanes(
     ackbench_broker::pop::fusion::PopFusion,
 ) {
     use ackbench_broker::lanes::control::{ConcurrencyMode, Linger};
-    use ackbench_broker::lanes::{LaneSettings, Lanes};
+    use ackbench_broker::lanes::LaneSettings;
     use std::sync::Arc;
     let pool = ackbench_broker::storage::pool(&t.db_url.parse().unwrap(), 2).unwrap();
-    let (ack_stats, pop_stats) = (Arc::default(), Arc::default());
     let settings = LaneSettings {
         concurrency: ConcurrencyMode::Fixed(1),
         linger: Linger::Fixed {
@@ -389,15 +388,10 @@ fn joint_lanes(
             min_rate: linger_min_rate,
         },
         max_ack_rows: usize::MAX,
+        max_pops: ackbench_broker::pop::fusion::MAX_JOBS,
         demand: Arc::default(),
-        ack_stats: Arc::clone(&ack_stats),
-        pop_stats: Arc::clone(&pop_stats),
     };
-    let lanes = Lanes::start(pool, settings);
-    (
-        ackbench_broker::ack::fusion::AckFusion::on(lanes.clone(), ack_stats),
-        ackbench_broker::pop::fusion::PopFusion::on(lanes, pop_stats),
-    )
+    ackbench_broker::fusion::shared(pool, settings)
 }
 
 /// Pushes two messages to partition `a` of `queue` and pops the first: the ack that completes
@@ -407,7 +401,7 @@ async fn head_leased(
     queue: &str,
 ) -> (
     ackbench_broker::ack::fusion::FusedAck,
-    ackbench_broker::pop::claim::PopJob,
+    ackbench_broker::storage::procs::pop::PopJob,
 ) {
     t.http.push(queue, &[("a", "a-0"), ("a", "a-1")]).await;
     let r = t
@@ -420,13 +414,13 @@ async fn head_leased(
     let ack = ackbench_broker::ack::fusion::FusedAck {
         partition: pid,
         group: ackbench_wire::QUEUE_MODE_GROUP.into(),
-        worker: m["leaseId"].as_str().unwrap().to_string(),
+        lease_id: m["leaseId"].as_str().unwrap().to_string(),
         batch_end: 0,
         count: 1,
     };
-    let job = ackbench_broker::pop::claim::PopJob {
+    let job = ackbench_broker::storage::procs::pop::PopJob {
         group: ackbench_wire::QUEUE_MODE_GROUP.into(),
-        worker: "next".into(),
+        lease_id: "next".into(),
         batch: 1,
         max_partitions: 1,
         lease_seconds: Some(30),

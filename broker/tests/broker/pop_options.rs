@@ -192,7 +192,7 @@ async fn a_window_buffer_holds_back_only_the_partitions_with_a_recent_push() {
 /// of any broker would) gets nothing.
 #[tokio::test]
 async fn postgres_refuses_a_held_back_partition_whatever_the_broker_names() {
-    use ackbench_broker::pop::claim::{claim_jobs, PopJob};
+    use ackbench_broker::storage::procs::pop::{pop_multi_once, PopJob};
 
     let t = TestBroker::start().await;
     configure(&t.http, "held", "held-ns", json!({"delayedProcessing": 60})).await;
@@ -214,7 +214,7 @@ async fn postgres_refuses_a_held_back_partition_whatever_the_broker_names() {
     assert_eq!(pids.len(), 2);
     let job = |auto_ack| PopJob {
         group: ackbench_wire::QUEUE_MODE_GROUP.into(),
-        worker: "w".into(),
+        lease_id: "w".into(),
         batch: 10,
         max_partitions: 2,
         lease_seconds: Some(30),
@@ -225,7 +225,7 @@ async fn postgres_refuses_a_held_back_partition_whatever_the_broker_names() {
     let pool = ackbench_broker::storage::pool(&t.db_url.parse().unwrap(), 1).unwrap();
     let db = pool.get().await.unwrap();
     let (leased, acked) = (job(false), job(true));
-    let rows = claim_jobs(&db, &[&leased, &acked]).await.unwrap();
+    let rows = pop_multi_once(&db, &[&leased, &acked]).await.unwrap();
     assert!(rows.iter().all(|r| r.is_empty()), "nothing claimed");
     let cursors: i64 = sql
         .query_one("SELECT count(*) FROM queen.log_consumers", &[])

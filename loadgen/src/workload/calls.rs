@@ -13,8 +13,7 @@ use std::future::Future;
 
 use ackbench_wire::TxnHash;
 
-use super::consumer::ConsumerPlan;
-use super::producer::ProducerPlan;
+use super::plan::{ConsumerPlan, ProducerPlan};
 use super::CellContext;
 
 /// How one system's workers are made (per cell; called once per worker).

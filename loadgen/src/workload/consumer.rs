@@ -12,40 +12,9 @@ use std::time::{Duration, Instant};
 use ackbench_wire::{txn_hash, TxnHash};
 
 use super::calls::{AckRequest, Batch, Consume, ItemAnswer};
+use super::plan::ConsumerPlan;
 use super::{now_us, CellContext, Counters, Phase};
 use crate::history::{self, AckOutcome, Status, Verdict};
-
-#[derive(Debug, Clone)]
-pub struct ConsumerPlan {
-    pub id: u32,
-    /// Index of the group in the ledger, and its name (`None` = queue mode).
-    pub group_index: usize,
-    pub group: Option<String>,
-    pub queue: String,
-    /// The queue's partition names (`p-0` ..).
-    pub partitions: std::sync::Arc<[String]>,
-    /// Pop a named partition (rotating) instead of the wildcard route.
-    pub named_partition: bool,
-    pub pop_batch: u32,
-    pub partitions_per_pop: u32,
-    pub long_poll: bool,
-    pub long_poll_timeout_ms: u64,
-    pub lease_seconds: Option<u32>,
-    /// The lease actually granted (for stalls): `lease_seconds` or the queue's lease time.
-    pub effective_lease: Duration,
-    pub processing_ms: u64,
-    pub empty_backoff_ms: u64,
-    pub per_message_acks: bool,
-    pub lease_less: f64,
-    pub stall: f64,
-    pub stall_extra_ms: u64,
-    /// Cumulative shares of completed, failed, retry, dlq.
-    pub outcome_shares: [(&'static str, f64); 4],
-    pub seed: u64,
-}
-
-/// Pop size while draining.
-pub const DRAIN_POP_BATCH: u32 = 1000;
 
 /// What one consumer keeps from request to request.
 struct Worker<C> {

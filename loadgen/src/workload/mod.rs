@@ -6,6 +6,7 @@ pub mod answers;
 pub mod calls;
 pub mod consumer;
 pub mod ledger;
+pub mod plan;
 pub mod producer;
 pub mod spawn;
 

@@ -7,27 +7,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::calls::Produce;
+use super::plan::ProducerPlan;
 use super::{now_us, CellContext, Counters, Phase, Schedule};
-
-/// What one producer does.
-#[derive(Debug, Clone)]
-pub struct ProducerPlan {
-    pub id: u32,
-    pub queue: String,
-    /// The queue's partition names (`p-0` ..).
-    pub partitions: std::sync::Arc<[String]>,
-    pub batch: u32,
-    pub payload_bytes: u32,
-    /// Messages per second for this producer (open loop); `None` = closed loop.
-    pub rate: Option<f64>,
-    /// How many producers the scenario runs in all (across shards): the round robin and the
-    /// open-loop phases are shared among them.
-    pub producers: u32,
-    pub random_partitions: bool,
-    /// Makes transactionIds unique across cells and rounds.
-    pub tag: String,
-    pub seed: u64,
-}
 
 /// Runs one producer until the producers stop, pushing through `producer`.
 pub async fn run<P: Produce>(plan: ProducerPlan, ctx: Arc<CellContext>, mut producer: P) {

@@ -16,8 +16,10 @@ use crate::lifecycle::CellRound;
 use crate::progress::Progress;
 use crate::scenario::{AckMode, Partitioning, PopRoute};
 use crate::workload::calls::{Produce, Workers};
-use crate::workload::consumer::{self, ConsumerPlan};
-use crate::workload::producer::{self, ProducerPlan};
+use crate::workload::consumer;
+use crate::workload::plan::ConsumerPlan;
+use crate::workload::plan::ProducerPlan;
+use crate::workload::producer;
 use crate::workload::CellContext;
 
 /// Pushes the scenario's backlog before anything is measured (a shard: its partitions' part,

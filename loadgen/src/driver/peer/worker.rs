@@ -19,8 +19,8 @@ use ackbench_wire::{txn_hash, TxnHash};
 
 use super::{Answer, Consumed, PeerQueue, Produced};
 use crate::workload::calls::{AckRequest, AckSent, Batch, Consume, ItemAnswer, Produce, Workers};
-use crate::workload::consumer::{ConsumerPlan, DRAIN_POP_BATCH};
-use crate::workload::producer::ProducerPlan;
+use crate::workload::plan::ProducerPlan;
+use crate::workload::plan::{ConsumerPlan, DRAIN_POP_BATCH};
 use crate::workload::{CellContext, Phase};
 
 /// How often the load generator ticks a PgQ queue (as `pgqd` would), and every how many ticks

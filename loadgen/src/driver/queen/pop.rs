@@ -15,7 +15,7 @@ use serde_json::value::RawValue;
 use crate::client::{encode, parse, routes, BodyBuf, Connection};
 use crate::workload::answers::{note_acks, AckAnswer, PopAnswer, Popped};
 use crate::workload::calls::{AckRequest, AckSent, Batch, Consume, ItemAnswer};
-use crate::workload::consumer::{ConsumerPlan, DRAIN_POP_BATCH};
+use crate::workload::plan::{ConsumerPlan, DRAIN_POP_BATCH};
 use crate::workload::{CellContext, Phase};
 
 /// One consumer's connection, routes and buffers.

@@ -14,7 +14,7 @@ use ackbench_wire::{txn_hash, PushResultRef, TxnHash};
 use crate::client::{parse, routes, BodyBuf, Connection};
 use crate::workload::answers::Variant;
 use crate::workload::calls::Produce;
-use crate::workload::producer::ProducerPlan;
+use crate::workload::plan::ProducerPlan;
 use crate::workload::CellContext;
 
 /// A producer's connection and body writer.

@@ -3,8 +3,8 @@
 //! `pop`.
 
 use crate::workload::calls::Workers;
-use crate::workload::consumer::ConsumerPlan;
-use crate::workload::producer::ProducerPlan;
+use crate::workload::plan::ConsumerPlan;
+use crate::workload::plan::ProducerPlan;
 use crate::workload::CellContext;
 
 use super::pop::HttpConsumer;

@@ -1,6 +1,7 @@
-//! The pop procedures' calls (`sql/procedures/pop.sql`): claiming jobs in one transaction, the
-//! SQL wildcard, the hotlist's seed, and resolving a named partition. Rows come back typed;
-//! nothing here knows about HTTP or about the hotlist.
+//! Bindings of `sql/procedures/pop.sql`: claiming jobs in one transaction
+//! (`log_pop_multi_v3`), the SQL wildcard (`log_pop_wildcard_v3`), the hotlist's seed
+//! (`log_pop_candidates_v3`) and resolving a named partition (`log_pop_scope_v2`). Rows come
+//! back typed; nothing here knows about HTTP or about the hotlist.
 
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -9,14 +10,14 @@ use deadpool_postgres::Object;
 use tokio_postgres::{Client, Row, Statement};
 use uuid::Uuid;
 
-use super::Subscription;
+use crate::pop::subscription::Subscription;
 use crate::segment_cache::DecodedSegment;
 use crate::storage::DbError;
 
 /// One pop's claim: which group, under which leaseId, from which candidate partitions.
 pub struct PopJob {
     pub group: String,
-    pub worker: String,
+    pub lease_id: String,
     pub batch: i32,
     pub max_partitions: i32,
     pub lease_seconds: Option<i32>,
@@ -80,14 +81,14 @@ fn claim_row(row: &Row, held: &[&(Uuid, Arc<DecodedSegment>)]) -> ClaimRow {
     }
 }
 
-/// Claims every job in one `queen.log_pop_multi_v3` transaction; rows per job, in job order.
-pub async fn claim_jobs(db: &Object, jobs: &[&PopJob]) -> Result<Vec<Vec<ClaimRow>>, DbError> {
-    let stmt = prepare_claim(db).await?;
-    claim_prepared(db, &stmt, jobs).await
+/// Claims every job in one `log_pop_multi_v3` transaction; rows per job, in job order.
+pub async fn pop_multi_once(db: &Object, jobs: &[&PopJob]) -> Result<Vec<Vec<ClaimRow>>, DbError> {
+    let stmt = prepare_pop_multi(db).await?;
+    pop_multi(db, &stmt, jobs).await
 }
 
 /// The fused claim statement, prepared (once per connection) on `db`.
-pub async fn prepare_claim(db: &Object) -> Result<Statement, DbError> {
+pub async fn prepare_pop_multi(db: &Object) -> Result<Statement, DbError> {
     let sql = format!(
         "SELECT {COLUMNS} FROM queen.log_pop_multi_v3($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
     );
@@ -96,15 +97,15 @@ pub async fn prepare_claim(db: &Object) -> Result<Statement, DbError> {
         .map_err(|e| DbError::from_pg("log_pop_multi_v3", e))
 }
 
-/// Runs the prepared claim for `jobs` (see `claim_jobs`). Its first poll sends the query, so a
+/// Runs the prepared claim for `jobs` (see `pop_multi_once`). Its first poll sends the query, so a
 /// joint flush can pipeline it.
-pub async fn claim_prepared(
+pub async fn pop_multi(
     db: &Client,
     stmt: &Statement,
     jobs: &[&PopJob],
 ) -> Result<Vec<Vec<ClaimRow>>, DbError> {
     let groups: Vec<&str> = jobs.iter().map(|j| j.group.as_str()).collect();
-    let workers: Vec<&str> = jobs.iter().map(|j| j.worker.as_str()).collect();
+    let lease_ids: Vec<&str> = jobs.iter().map(|j| j.lease_id.as_str()).collect();
     let batches: Vec<i32> = jobs.iter().map(|j| j.batch).collect();
     let max_parts: Vec<i32> = jobs.iter().map(|j| j.max_partitions).collect();
     let leases: Vec<Option<i32>> = jobs.iter().map(|j| j.lease_seconds).collect();
@@ -126,7 +127,7 @@ pub async fn claim_prepared(
             stmt,
             &[
                 &groups,
-                &workers,
+                &lease_ids,
                 &batches,
                 &max_parts,
                 &leases,
@@ -157,7 +158,7 @@ pub enum Scope<'a> {
 /// Pop arguments shared by every call shape.
 pub struct Claim<'a> {
     pub group: &'a str,
-    pub worker: &'a str,
+    pub lease_id: &'a str,
     pub batch: i32,
     pub max_partitions: i32,
     pub lease_seconds: Option<i32>,
@@ -170,8 +171,8 @@ pub fn candidate_limit(max_partitions: i32) -> i32 {
     (max_partitions.saturating_mul(4)).clamp(64, 512)
 }
 
-/// One `queen.log_pop_wildcard_v3` call: candidates listed and claimed in SQL.
-pub async fn claim_wildcard(
+/// One `log_pop_wildcard_v3` call: candidates listed and claimed in SQL.
+pub async fn pop_wildcard(
     db: &Object,
     tenant: Uuid,
     scope: &Scope<'_>,
@@ -198,7 +199,7 @@ pub async fn claim_wildcard(
                 &namespace,
                 &task,
                 &c.group,
-                &c.worker,
+                &c.lease_id,
                 &c.batch,
                 &c.max_partitions,
                 &c.lease_seconds,
@@ -222,7 +223,7 @@ pub struct Seeded {
 
 /// The hotlist's seed for `group` on `queue`: provisions the queue, records a `new` or `from`
 /// subscription, and lists at most `limit` candidates. Reads only once the queue exists.
-pub async fn seed(
+pub async fn pop_candidates(
     db: &Object,
     tenant: Uuid,
     queue: &str,
@@ -259,7 +260,7 @@ pub async fn seed(
 
 /// Resolves a named partition (provisioning its queue and recording a `new` or `from`
 /// subscription, as a pop does); `None` when the partition does not exist.
-pub async fn resolve_partition(
+pub async fn pop_scope_partition(
     db: &Object,
     tenant: Uuid,
     queue: &str,
