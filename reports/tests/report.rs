@@ -373,7 +373,7 @@ fn audit_rows_and_verdict() {
     assert_eq!(run.verdict.status, Status::Passed);
     assert_eq!(
         run.verdict.headline,
-        "PASSED: audit passed, 0 lost; 1/1 gates hold"
+        "PASSED: audit passed, 0 lost; 1/1 gates held"
     );
     for cell in &r.cells {
         let total = run
@@ -470,7 +470,10 @@ fn gates_and_interruptions_are_prominent() {
         run.verdict.headline,
         "FAILED: audit passed, 0 lost; 1/1 gates FAILED; the run was interrupted"
     );
-    assert!(!run.gates[0].passed);
+    assert_eq!(
+        run.gates[0].outcome,
+        ackbench_reports::results::GateOutcome::Failed
+    );
     // The banner comes before any figure.
     let html = render_report(&r).unwrap();
     let banner = html.find("INTERRUPTED: this run did not complete").unwrap();

@@ -13,6 +13,7 @@
 mod error;
 mod fault;
 mod figure;
+mod find;
 mod gate;
 mod key_path;
 mod locate;
@@ -27,6 +28,7 @@ pub use fault::{DatabaseSide, Fault, FaultKind, PostgresSetup, Replication};
 pub use figure::{
     Direction, Figure, FigureKind, GateDefaults, LatencyOp, Percentile, ScalarFigure,
 };
+pub use find::find_scenario;
 pub use gate::{Gate, GateCheck};
 pub use schema::{
     AckMode, Broker, Cell, Consumers, LoopMode, Outcomes, Partitioning, PopRoute, Prefill,
@@ -111,9 +113,6 @@ impl Scenario {
         if let Some(peers) = overrides.peers.as_deref() {
             let base = cells.as_deref().unwrap_or(&self.run.cells);
             cells = Some(self.with_peers(base, peers)?);
-        }
-        if let Some(cells) = &cells {
-            gate::check_gates_against_cells(&self.gates, cells).map_err(flag("--cells"))?;
         }
         if let Some(rounds) = overrides.rounds {
             check_override_rounds(rounds)?;

@@ -7,7 +7,7 @@ use std::sync::LazyLock;
 use super::format::{format_number, format_range, format_ratio, format_value, group_thousands};
 use super::BASELINE;
 use crate::figures::{self, Better, FigureDef, Needs, View};
-use crate::results::{Audit, CellResults, Figures, Results};
+use crate::results::{Audit, CellResults, Figures, GateOutcome, Results};
 use crate::stats::Spread;
 
 /// The columns of the summary table, in order (the catalogue's `View::Summary` figures). The
@@ -239,8 +239,8 @@ pub struct GateRow {
     pub kind: String,
     pub measured: String,
     pub threshold: String,
-    pub passed: bool,
-    /// `holds`, `FAILED` or `not applicable`.
+    pub outcome: GateOutcome,
+    /// `held`, `FAILED` or `not judged`, as the terminal writes it.
     pub verdict: &'static str,
     pub detail: String,
 }
@@ -386,7 +386,7 @@ pub(super) fn gate_rows(r: &Results) -> Vec<GateRow> {
             kind: g.kind.clone(),
             measured: measured_text(&g.measured),
             threshold: format_number(g.threshold),
-            passed: g.passed,
+            outcome: g.outcome(),
             verdict: g.word(),
             detail: g.detail.clone(),
         })

@@ -4,6 +4,8 @@
 
 use maud::{html, Markup};
 
+use crate::results::GateOutcome;
+
 use super::chrome::{facts, notes_and_scenario, swatch, th_with_unit, warnings};
 use super::compare;
 use crate::model::{
@@ -507,7 +509,11 @@ fn gates(run: &RunModel) -> Markup {
                             td class="l" { (g.kind) }
                             td { (g.measured) }
                             td { (g.threshold) }
-                            td class=(if g.passed { "l ok" } else { "l bad" }) {
+                            td class=(match g.outcome {
+                                GateOutcome::Held => "l ok",
+                                GateOutcome::Failed => "l bad",
+                                GateOutcome::NotJudged => "l",
+                            }) {
                                 (g.verdict)
                             }
                             td class="l detail" { (g.detail) }

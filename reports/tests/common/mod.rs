@@ -497,6 +497,7 @@ pub fn results_sized(rounds: u32, seconds: usize, samples: usize) -> Results {
             passed: measured.max <= 0.7,
             detail: "every round within the threshold".into(),
             not_applicable: false,
+            not_judged: false,
         }],
     }
 }
