@@ -121,16 +121,18 @@ fn judge(
 
 /// A cell `gate` needs that the run did not plan (its `--cells` left it out), if any. Runs
 /// against an external broker (one cell named after the target) and results without a cell
-/// order plan nothing to leave out.
+/// order plan nothing to leave out; a cell planned once per topology (`registry@3rr`) counts as
+/// planned.
 fn left_out_cell(results: &Results, gate: &Gate) -> Option<&'static str> {
     let planned = &results.meta.cell_order;
     if planned.is_empty() || target_cell(results).is_some() {
         return None;
     }
-    gate.cells()
-        .into_iter()
-        .map(|c| c.name())
-        .find(|name| !planned.iter().any(|p| p == name))
+    gate.cells().into_iter().map(|c| c.name()).find(|name| {
+        !planned
+            .iter()
+            .any(|p| p == name || p.strip_prefix(name).is_some_and(|t| t.starts_with('@')))
+    })
 }
 
 /// A gate that could not be judged, with why (`detail`).
