@@ -216,6 +216,8 @@ fn mark_shard(results: &mut Results, shard: Shard, run_id: Option<&str>) {
     let Some(run_id) = run_id.filter(|_| shard.is_sharded()) else {
         return;
     };
+    // A shard offers its share of the rate, not the scenario's: its pace is judged on the merge.
+    results.meta.offered_rate = None;
     results.meta.shards = Some(ackbench_reports::results::ShardsMeta {
         run_id: run_id.to_string(),
         count: shard.count,

@@ -66,6 +66,10 @@ pub struct RunMeta {
     /// `count` shards (`index` absent); absent for a run of one process.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shards: Option<ShardsMeta>,
+    /// The producers' open-loop rate in messages/s (every producer together); absent for a
+    /// closed loop. The report judges each cell's throughput against it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offered_rate: Option<f64>,
 }
 
 /// Which slice of a sharded run a document holds (see `RunMeta::shards`).

@@ -9,6 +9,7 @@ mod chart;
 mod comparison;
 mod faults;
 mod format;
+mod glance;
 mod guarantees;
 mod latency;
 mod peers;
@@ -22,12 +23,13 @@ pub use chart::*;
 pub use comparison::{CompareCell, CompareRow, Comparison};
 pub use faults::FaultRow;
 pub use format::{format_count, format_number, format_ratio, format_value};
+pub use glance::{GlanceRow, Pace};
 pub use guarantees::GuaranteeRow;
 pub use latency::spectrum_points;
 pub use peers::{peer_tables, PeerRow, PeerTable, PEERS, PEER_FIGURES, PEER_NOTE};
 pub use tables::{
-    figure_def, ratio_to, summary_figure, AuditRow, FigureCell, GateRow, GlanceRow, SummaryRow,
-    Tone, KEY_FIGURES, SUMMARY_FIGURES, SUMMARY_SPLIT,
+    figure_def, ratio_to, summary_figure, AuditRow, FigureCell, GateRow, SummaryRow, Tone,
+    KEY_FIGURES, SUMMARY_FIGURES, SUMMARY_SPLIT,
 };
 pub use topology::{
     broker_shares, topology_table, BrokerShare, TopologyRow, TopologyTable, TOPOLOGY_FIGURES,
@@ -256,7 +258,7 @@ fn run_model(r: &Results, tag: &str, label: &str) -> RunModel {
         header: verdict::header(r),
         verdict: verdict::verdict(r),
         complete: r.complete,
-        glance: tables::glance_rows(r),
+        glance: glance::glance_rows(r),
         summary: tables::summary_rows(r),
         audit: tables::audit_rows(r),
         guarantees: guarantees::guarantee_rows(r),

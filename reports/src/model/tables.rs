@@ -208,21 +208,6 @@ pub(super) fn audit_text(a: &Audit) -> String {
     t
 }
 
-/// A row of the "at a glance" table: what an accelerated cell does against the baseline.
-#[derive(Debug, Clone, PartialEq)]
-pub struct GlanceRow {
-    pub cell: String,
-    pub commits_per_ack: FigureCell,
-    /// e.g. "saves 912 commits per 1,000 acked messages (91% fewer)".
-    pub commits_saved_text: String,
-    pub ack_p50: FigureCell,
-    pub ack_p99: FigureCell,
-    pub ack_throughput: FigureCell,
-    pub lost: u64,
-    pub duplicates: u64,
-    pub lost_text: String,
-}
-
 /// An audit row: the summed audit of a cell, or one round's.
 #[derive(Debug, Clone, PartialEq)]
 pub struct AuditRow {
@@ -270,7 +255,11 @@ pub(super) fn summary_rows(r: &Results) -> Vec<SummaryRow> {
 /// What a cell does to commits against the baseline, the ack path and the whole message cycle
 /// apart: "ack-path commits −66% (saves 660 per 1,000 acked messages); all commits +21% (210
 /// more), because the rest of the cycle grew: see Commits by procedure".
-fn commits_saved_text(c: &CellResults, base: Option<&CellResults>, cpa: &FigureCell) -> String {
+pub(super) fn commits_saved_text(
+    c: &CellResults,
+    base: Option<&CellResults>,
+    cpa: &FigureCell,
+) -> String {
     match (base, &cpa.value) {
         (Some(b), Some(_)) if b.name != c.name => {
             let ack = per_thousand_change(c, b, "ack_commits_per_ack");
@@ -317,34 +306,6 @@ fn change_words(what: &str, change: Option<(f64, f64)>) -> String {
             format_number(delta)
         ),
     }
-}
-
-/// The "at a glance" rows: what each cell does against the baseline.
-pub(super) fn glance_rows(r: &Results) -> Vec<GlanceRow> {
-    let base = r.cell(BASELINE);
-    r.cells
-        .iter()
-        .map(|c| {
-            let get = |k: &str| figure_cell(figure_def(k).expect("known figure"), c, base);
-            let cpa = get("commits_per_ack");
-            let a = &c.summary.audit;
-            GlanceRow {
-                cell: c.name.clone(),
-                commits_saved_text: commits_saved_text(c, base, &cpa),
-                commits_per_ack: cpa,
-                ack_p50: get("latency_ms.ack.p50"),
-                ack_p99: get("latency_ms.ack.p99"),
-                ack_throughput: get("ack_throughput"),
-                lost: a.lost,
-                duplicates: a.duplicates,
-                lost_text: if a.lost == 0 {
-                    "0 lost".into()
-                } else {
-                    format!("{} LOST", group_thousands(a.lost as f64))
-                },
-            }
-        })
-        .collect()
 }
 
 /// The audit rows: each cell's total over rounds first, then every round of every cell.

@@ -9,7 +9,7 @@ use crate::results::GateOutcome;
 use super::chrome::{facts, notes_and_scenario, swatch, th_with_unit, warnings};
 use super::compare;
 use crate::model::{
-    format_count, format_number, format_value, AuditRow, FigureCell, Format, PeerTable,
+    format_count, format_number, format_value, AuditRow, FigureCell, Format, Pace, PeerTable,
     ReportModel, RunModel, Status, SummaryRow, Tone, BASELINE, PEER_NOTE, SUMMARY_FIGURES,
     SUMMARY_SPLIT, TOPOLOGY_NOTE,
 };
@@ -37,11 +37,11 @@ pub(super) fn body(m: &ReportModel, charts: &[Markup]) -> Markup {
     html! {
         @for run in &m.runs { (banner(run)) }
         (side_by_side(m, verdict))
+        @if !compared { (glance(&m.runs[0])) }
         (warnings(&m.warnings))
         (side_by_side(m, run_facts))
         @match &m.comparison {
             None => {
-                (glance(&m.runs[0]))
                 (summary(&m.runs[0], "summary", "Summary"))
                 (topology(&m.runs[0]))
                 (peers(&m.runs[0]))
@@ -143,11 +143,14 @@ fn run_facts(run: &RunModel) -> Markup {
     let extra = html! {
         @if !settings.is_empty() { dt { "PostgreSQL settings" } dd { (settings.join(" · ")) } }
     };
+    // Folded: the verdict and "At a glance" come first; the facts are there when wanted.
     html! {
         section id=(run_id("run", run)) {
-            h2 { (title) }
-            (facts(&hd.facts, extra))
-            (notes_and_scenario(&hd.notes, &hd.scenario_name, &hd.scenario_text))
+            details class="run-facts" {
+                summary { h2 class="inline" { (title) ": scenario, machine, versions and notes" } }
+                (facts(&hd.facts, extra))
+                (notes_and_scenario(&hd.notes, &hd.scenario_name, &hd.scenario_text))
+            }
         }
     }
 }
@@ -247,32 +250,43 @@ fn peer_table(t: &PeerTable) -> Markup {
 }
 
 fn glance(run: &RunModel) -> Markup {
+    let open_loop = run.glance.iter().any(|g| g.pace != Pace::NotJudged);
     html! {
         section id="glance" {
             h2 { "At a glance: what each accelerator does" }
             p class="help" {
                 "Medians over rounds. × is the ratio to the " b { (BASELINE) }
-                " cell (both accelerators off) taken round by round, with its range over rounds; \
-                 green where every round improved, red where every round got worse."
+                " cell (both accelerators off) taken round by round, with its range over rounds; green where every round improved, red where every round got worse. Fusion's gate judges ack commits per acked message, the registry's PostgreSQL time per acked message."
+                @if open_loop {
+                    " Producers offer a fixed rate (open loop), so throughput is judged against it, not against another cell: a cell that drained a bigger warm-up backlog in its window acks faster without being faster."
+                }
             }
             div class="scroll" { table {
                 thead { tr {
                     th class="l" { "cell" }
-                    th { (th_with_unit("commits per acked message", "× vs none")) }
+                    th { (th_with_unit("ack commits per acked message", "fusion's figure, × vs none")) }
+                    th { (th_with_unit("PostgreSQL time per acked message", "ms, the registry's figure, × vs none")) }
+                    th { (th_with_unit("commits per acked message", "all, × vs none")) }
                     th class="l" { "commits saved" }
-                    th { (th_with_unit("ack latency p50", "ms, × vs none")) }
                     th { (th_with_unit("ack latency p99", "ms, × vs none")) }
-                    th { (th_with_unit("ack throughput", "msg/s, × vs none")) }
+                    th { (th_with_unit("ack throughput", "msg/s")) }
+                    th class="l" { "kept up?" }
                     th { "audit" }
                 } }
                 tbody { @for g in &run.glance {
                     tr data-cell=(g.cell) {
                         th scope="row" { (swatch(&g.cell)) (g.cell) }
+                        (figure_td(&g.ack_commits_per_ack))
+                        (figure_td(&g.pg_ms_per_ack))
                         (figure_td(&g.commits_per_ack))
                         td class="l wrap" { (g.commits_saved_text) }
-                        (figure_td(&g.ack_p50))
                         (figure_td(&g.ack_p99))
                         (figure_td(&g.ack_throughput))
+                        td class=(match g.pace {
+                            Pace::KeptUp => "l wrap ok",
+                            Pace::FellBehind => "l wrap bad",
+                            Pace::NotJudged => "l wrap",
+                        }) data-pace=(format!("{:?}", g.pace)) { (g.pace_text) }
                         td class=(if g.lost == 0 { "ok" } else { "bad" }) {
                             (g.lost_text)
                             @if g.duplicates > 0 {
