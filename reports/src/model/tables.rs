@@ -121,6 +121,9 @@ pub struct FigureCell {
     pub ratio_text: Option<String>,
     pub ratio_spread_text: Option<String>,
     pub tone: Tone,
+    /// Why a figure that applies has no value (`—`), in words: e.g. fusion without the
+    /// registry has nothing to fold.
+    pub why_none: Option<&'static str>,
 }
 
 pub(super) fn figure_cell(
@@ -152,7 +155,9 @@ pub(super) fn figure_cell(
         _ => None,
     };
     let several = rounds > 1;
+    let why_none = (on && value.is_none()).then(|| super::bars::no_value_reason(cell, def.key).1);
     FigureCell {
+        why_none,
         key: def.key,
         value,
         text,

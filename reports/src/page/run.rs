@@ -174,7 +174,9 @@ pub(super) fn value(f: &FigureCell, with_ratio: bool) -> Markup {
 fn figure_td(f: &FigureCell) -> Markup {
     html! {
         td data-key=(f.key) data-median=[f.value.map(|v| v.median.to_string())]
-            data-ratio=[f.ratio.map(|r| r.median.to_string())] { (value(f, true)) }
+            data-ratio=[f.ratio.map(|r| r.median.to_string())] title=[f.why_none] {
+            (value(f, true))
+        }
     }
 }
 
