@@ -548,13 +548,14 @@ pub fn report(results: &Path, compare: Option<&Path>, out: Option<&Path>) -> u8 
     let rendered = (|| {
         let candidate = ackbench_reports::results::read(results)?;
         let (html, default_name) = match compare {
-            Some(other) => (
-                ackbench_reports::render_comparison(
-                    &ackbench_reports::results::read(other)?,
-                    &candidate,
-                )?,
-                "compare.html",
-            ),
+            Some(other) => {
+                let baseline = ackbench_reports::results::read(other)?;
+                for w in ackbench_reports::model::comparability_warnings(&baseline, &candidate) {
+                    eprintln!("ackbench: warning: {w}");
+                }
+                let html = ackbench_reports::render_comparison(&baseline, &candidate)?;
+                (html, "compare.html")
+            }
             None => (ackbench_reports::render_report(&candidate)?, "report.html"),
         };
         let path = match out {

@@ -97,3 +97,59 @@ fn fusion_without_the_registry_says_it_has_nothing_to_fold() {
     let html = ackbench_reports::render_report(&r).unwrap();
     assert!(!html.contains(">no data<"), "no bare no-data note is drawn");
 }
+
+/// `small_results` cut to its first `n` rounds, every figure summarised again from them.
+fn with_rounds(mut r: Results, n: usize) -> Results {
+    for c in &mut r.cells {
+        c.rounds.truncate(n);
+        let refs: Vec<_> = c.rounds.iter().map(|x| &x.figures).collect();
+        c.summary.figures = ackbench_reports::results::summarize(&refs);
+        c.summary.rounds = n as u32;
+    }
+    r
+}
+
+#[test]
+fn one_round_colours_nothing_and_says_why_in_a_report_and_a_comparison() {
+    use ackbench_reports::model::Tone;
+    let one = with_rounds(small_results(), 1);
+    let m = model::build(&one);
+    let run = &m.runs[0];
+    let coloured = run
+        .summary
+        .iter()
+        .flat_map(|s| &s.figures)
+        .chain(run.glance.iter().map(|g| &g.commits_per_ack))
+        .filter(|f| f.tone != Tone::Same)
+        .count();
+    assert_eq!(coloured, 0, "one round colours nothing");
+    assert!(run
+        .colour_note
+        .as_deref()
+        .unwrap()
+        .contains("1 round per cell"));
+
+    // Two one-round runs of the same thing, B a fifth cheaper everywhere: still nothing coloured.
+    let mut b = one.clone();
+    for c in &mut b.cells {
+        c.summary.figures.commits_per_ack.median *= 0.8;
+        c.summary.figures.commits_per_ack.min *= 0.8;
+        c.summary.figures.commits_per_ack.max *= 0.8;
+    }
+    let m = model::build_comparison(&one, &b);
+    let c = m.comparison.as_ref().unwrap();
+    let tones: Vec<Tone> = c
+        .rows
+        .iter()
+        .flat_map(|r| &r.cells)
+        .map(|x| x.tone)
+        .collect();
+    assert!(tones.iter().all(|t| *t == Tone::Same), "{tones:?}");
+    assert!(c.colour_note.is_some());
+    let html = ackbench_reports::render_comparison(&one, &b).unwrap();
+    assert!(html.contains("class=\"colour-note\""));
+
+    // With three rounds a change every round agrees on is coloured, and no note is shown.
+    let three = small_results();
+    assert_eq!(model::build(&three).runs[0].colour_note, None);
+}

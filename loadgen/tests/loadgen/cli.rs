@@ -237,3 +237,35 @@ fn a_bare_scenario_name_is_looked_up_in_scenarios_and_a_typo_gets_a_suggestion()
         "`smoke` was found, then --cells refused: {stderr}"
     );
 }
+
+#[test]
+fn comparing_runs_of_different_scenarios_warns_on_the_command_line() {
+    let dir = temp_dir("cli", "compare");
+    let fixture = workspace().join("reports/tests/fixtures/small-results.json");
+    let text = std::fs::read_to_string(&fixture).unwrap();
+    let mut other = Results::from_json(&text).unwrap();
+    other.meta.scenario.name = "other".into();
+    other.meta.scenario.hash = "0000000000000000".into();
+    let other_path = dir.join("other.json");
+    ackbench_reports::results::write(&other, &other_path).unwrap();
+    let compare = |against: &Path| {
+        Command::new(env!("CARGO_BIN_EXE_ackbench"))
+            .args(["report", fixture.to_str().unwrap(), "--compare"])
+            .arg(against)
+            .arg("--out")
+            .arg(dir.join("compare.html"))
+            .output()
+            .unwrap()
+    };
+    let o = compare(&other_path);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{stderr}");
+    assert!(stderr.contains("different scenario files"), "{stderr}");
+    let o = compare(&fixture);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !stderr.contains("different scenario"),
+        "the same scenario: {stderr}"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}

@@ -87,18 +87,31 @@ pub enum Tone {
     Same,
 }
 
-pub(super) fn tone_of(ratio: &Spread, better: Better, several: bool) -> Tone {
-    // With several rounds a change counts only when every round agrees on its direction; a
-    // single round needs a 2% move.
-    // Changes under 1% are not worth a colour either way.
-    let (lo, hi) = if several {
-        (
-            ratio.max < 1.0 && ratio.median < 0.99,
-            ratio.min > 1.0 && ratio.median > 1.01,
+/// The fewest rounds whose range a ratio is coloured by: with fewer, a range over rounds says
+/// too little about noise (with one round it is a point), so nothing is coloured.
+pub const MIN_ROUNDS_TO_COLOUR: u32 = 3;
+
+/// The note a table shows when its runs have too few rounds to colour anything, if they do.
+pub fn colour_note(rounds: u32) -> Option<String> {
+    (rounds < MIN_ROUNDS_TO_COLOUR).then(|| {
+        format!(
+            "No ratio is coloured: with {rounds} round{} per cell there is no spread to tell a \
+             change from noise. Ratios are coloured only where their range over at least \
+             {MIN_ROUNDS_TO_COLOUR} rounds excludes 1 (run with --rounds {MIN_ROUNDS_TO_COLOUR} or more).",
+            if rounds == 1 { "" } else { "s" }
         )
-    } else {
-        (ratio.median < 0.98, ratio.median > 1.02)
-    };
+    })
+}
+
+/// How a ratio over `rounds` rounds reads against the figure's better direction: better or worse
+/// only when there are enough rounds and its range over them (min–max) excludes 1, by at least
+/// 1% at the median (changes under 1% are not worth a colour either way).
+pub(super) fn tone_of(ratio: &Spread, better: Better, rounds: u32) -> Tone {
+    if rounds < MIN_ROUNDS_TO_COLOUR {
+        return Tone::Same;
+    }
+    let lo = ratio.max < 1.0 && ratio.median < 0.99;
+    let hi = ratio.min > 1.0 && ratio.median > 1.01;
     match (better, lo, hi) {
         (Better::Lower, true, _) | (Better::Higher, _, true) => Tone::Better,
         (Better::Lower, _, true) | (Better::Higher, true, _) => Tone::Worse,
@@ -167,7 +180,7 @@ pub(super) fn figure_cell(
             .filter(|r| several && format_number(r.min) != format_number(r.max))
             .map(|r| format!("{}–{}", format_number(r.min), format_number(r.max))),
         tone: ratio
-            .map(|r| tone_of(&r, def.better, several))
+            .map(|r| tone_of(&r, def.better, rounds))
             .unwrap_or(Tone::Same),
         ratio,
     }
@@ -369,21 +382,18 @@ mod tests {
     }
 
     #[test]
-    fn tone_needs_every_round_to_agree() {
+    fn tone_needs_enough_rounds_and_every_round_to_agree() {
         let s = |median, min, max| Spread { median, min, max };
-        assert_eq!(
-            tone_of(&s(0.5, 0.4, 0.6), Better::Lower, true),
-            Tone::Better
-        );
-        assert_eq!(tone_of(&s(0.9, 0.8, 1.1), Better::Lower, true), Tone::Same);
-        assert_eq!(tone_of(&s(1.5, 1.2, 1.9), Better::Lower, true), Tone::Worse);
-        assert_eq!(
-            tone_of(&s(1.5, 1.2, 1.9), Better::Higher, true),
-            Tone::Better
-        );
-        assert_eq!(
-            tone_of(&s(1.5, 1.2, 1.9), Better::Neither, true),
-            Tone::Same
-        );
+        let r = MIN_ROUNDS_TO_COLOUR;
+        assert_eq!(tone_of(&s(0.5, 0.4, 0.6), Better::Lower, r), Tone::Better);
+        assert_eq!(tone_of(&s(0.9, 0.8, 1.1), Better::Lower, r), Tone::Same);
+        assert_eq!(tone_of(&s(1.5, 1.2, 1.9), Better::Lower, r), Tone::Worse);
+        assert_eq!(tone_of(&s(1.5, 1.2, 1.9), Better::Higher, r), Tone::Better);
+        assert_eq!(tone_of(&s(1.5, 1.2, 1.9), Better::Neither, r), Tone::Same);
+        // One round's "range" is a point, two rounds a thin one: nothing is coloured.
+        assert_eq!(tone_of(&s(0.5, 0.5, 0.5), Better::Lower, 1), Tone::Same);
+        assert_eq!(tone_of(&s(0.5, 0.4, 0.6), Better::Lower, 2), Tone::Same);
+        assert!(colour_note(1).unwrap().contains("with 1 round per cell"));
+        assert_eq!(colour_note(r), None);
     }
 }

@@ -31,7 +31,7 @@ th .unit{display:block;font-weight:400;color:var(--muted);font-size:11.5px}
 .sp{display:block;color:var(--muted);font-size:11.5px}
 .sw{display:inline-block;width:11px;height:11px;border-radius:2px;margin-right:6px;vertical-align:-1px}
 .scroll{overflow-x:auto}
-.help{color:var(--muted);margin:0 0 10px;max-width:1100px}
+.help{color:var(--muted);margin:0 0 10px;max-width:1100px}.colour-note{margin:0 0 10px;padding:6px 10px;border-left:3px solid #bf8700;background:#fff8c5;max-width:1100px}
 .charts{display:grid;grid-template-columns:repeat(auto-fill,minmax(560px,1fr));gap:18px}
 figure{margin:0;min-width:0}figure.wide{grid-column:1/-1}
 figure svg{display:block;width:100%;height:auto;border:1px solid #eaeef2;border-radius:4px}

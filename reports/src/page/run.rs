@@ -10,8 +10,8 @@ use super::chrome::{facts, notes_and_scenario, swatch, th_with_unit, warnings};
 use super::compare;
 use crate::model::{
     format_count, format_number, format_value, AuditRow, FigureCell, Format, Pace, PeerTable,
-    ReportModel, RunModel, Status, SummaryRow, Tone, BASELINE, PEER_NOTE, SUMMARY_FIGURES,
-    SUMMARY_SPLIT, TOPOLOGY_NOTE,
+    ReportModel, RunModel, Status, SummaryRow, Tone, BASELINE, MIN_ROUNDS_TO_COLOUR, PEER_NOTE,
+    SUMMARY_FIGURES, SUMMARY_SPLIT, TOPOLOGY_NOTE,
 };
 
 /// The line under the title: when and where, or which two runs are compared.
@@ -258,11 +258,12 @@ fn glance(run: &RunModel) -> Markup {
             h2 { "At a glance: what each accelerator does" }
             p class="help" {
                 "Medians over rounds. × is the ratio to the " b { (BASELINE) }
-                " cell (both accelerators off) taken round by round, with its range over rounds; green where every round improved, red where every round got worse. Fusion's gate judges ack commits per acked message, the registry's PostgreSQL time per acked message."
+                " cell (both accelerators off) taken round by round, with its range over rounds; green where every round improved, red where every round got worse (with at least " (MIN_ROUNDS_TO_COLOUR) " rounds). Fusion's gate judges ack commits per acked message, the registry's PostgreSQL time per acked message."
                 @if open_loop {
                     " Producers offer a fixed rate (open loop), so throughput is judged against it, not against another cell: a cell that drained a bigger warm-up backlog in its window acks faster without being faster."
                 }
             }
+            (colour_note(&run.colour_note))
             div class="scroll" { table {
                 thead { tr {
                     th class="l" { "cell" }
@@ -301,6 +302,13 @@ fn glance(run: &RunModel) -> Markup {
                 } }
             } }
         }
+    }
+}
+
+/// Why no ratio is coloured, as a visible note, when the rounds are too few.
+pub(super) fn colour_note(note: &Option<String>) -> Markup {
+    html! {
+        @if let Some(n) = note { p class="colour-note" { (n) } }
     }
 }
 
@@ -365,9 +373,10 @@ fn summary(run: &RunModel, id: &str, title: &str) -> Markup {
                 @if rounds != 1 { "s" }
                 @if rounds > 1 { ", with min–max under it" }
                 "; × is its ratio to " b { (BASELINE) }
-                ", computed within each round and then summarised. \"off\": the figure needs an \
-                 accelerator the cell runs without."
+                ", computed within each round and then summarised; coloured where its range over \
+                 rounds excludes 1. \"off\": the figure needs an accelerator the cell runs without."
             }
+            (colour_note(&run.colour_note))
             (summary_part(run, id, 1, "Throughput and what an acked message costs", 0..split))
             (summary_part(run, id, 2, "Accelerators, ack latency and the audit",
                 split..SUMMARY_FIGURES.len()))
