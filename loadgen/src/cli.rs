@@ -277,7 +277,7 @@ pub async fn capacity(opts: CapacityOptions) -> u8 {
         return fail(&e.to_string().replace("--duration", "--step-secs"));
     }
     let planned = capacity::plan(&scenario, opts.search())
-        .and_then(|p| Ok((p, capacity::criteria(opts.slo_p99_ms)?)));
+        .and_then(|p| Ok((p, capacity::criteria(slo_of(&opts, &scenario))?)));
     let (plan, criteria) = match planned {
         Ok(x) => x,
         Err(e) => return fail(&e),
@@ -339,6 +339,14 @@ pub async fn capacity(opts: CapacityOptions) -> u8 {
     }
 }
 
+/// The latency target of a capacity search: `--slo-p99-ms`, else the scenario's `[capacity]
+/// slo_p99_ms`, else 50 ms.
+fn slo_of(opts: &CapacityOptions, scenario: &Scenario) -> f64 {
+    opts.slo_p99_ms
+        .or(scenario.capacity.slo_p99_ms)
+        .unwrap_or(capacity::DEFAULT_SLO_P99_MS)
+}
+
 fn describe_capacity_flags(opts: &CapacityOptions) -> Vec<String> {
     let o = &opts.overrides();
     let mut v = Vec::new();
@@ -369,7 +377,9 @@ fn describe_capacity_flags(opts: &CapacityOptions) -> Vec<String> {
     if let Some(x) = opts.precision {
         v.push(format!("--precision {x}"));
     }
-    v.push(format!("--slo-p99-ms {}", opts.slo_p99_ms));
+    if let Some(x) = opts.slo_p99_ms {
+        v.push(format!("--slo-p99-ms {x}"));
+    }
     v
 }
 

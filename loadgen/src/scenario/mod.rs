@@ -31,8 +31,8 @@ pub use figure::{
 pub use find::find_scenario;
 pub use gate::{Gate, GateCheck};
 pub use schema::{
-    AckMode, Broker, Cell, Consumers, LoopMode, Outcomes, Partitioning, PopRoute, Prefill,
-    Producers, Queue, QueueOptions, Routing, Run, Topology,
+    AckMode, Broker, CapacitySetup, Cell, Consumers, LoopMode, Outcomes, Partitioning, PopRoute,
+    Prefill, Producers, Queue, QueueOptions, Routing, Run, Topology,
 };
 
 /// A validated scenario. Outcome shares are fractions summing to 1; gates are typed.
@@ -60,6 +60,8 @@ pub struct Scenario {
     pub gates: Vec<Gate>,
     /// `[[faults]]`, in time order.
     pub faults: Vec<Fault>,
+    /// `[capacity]`.
+    pub capacity: CapacitySetup,
     /// Where the scenario was read from (a path or a name given to `parse`).
     #[serde(skip)]
     pub source_name: String,
