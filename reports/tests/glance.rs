@@ -58,6 +58,17 @@ fn in_an_open_loop_a_cell_that_kept_up_is_not_coloured_for_draining_a_backlog() 
         Tone::Same,
         "but is not coloured for it"
     );
+    let summary = run
+        .summary
+        .iter()
+        .find(|s| s.cell == "registry+fusion")
+        .unwrap();
+    let in_summary = summary
+        .figures
+        .iter()
+        .find(|f| f.key == "ack_throughput")
+        .unwrap();
+    assert_eq!(in_summary.tone, Tone::Same, "nor in the summary table");
     assert_eq!(fused.pace, Pace::KeptUp);
     assert!(
         fused.pace_text.contains("kept up with 250 msg/s offered"),

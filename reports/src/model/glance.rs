@@ -6,7 +6,7 @@
 //! into the window is shown and taken out of its ack rate.
 
 use super::format::{format_number, group_thousands};
-use super::tables::{commits_saved_text, figure_cell, figure_def, FigureCell, Tone};
+use super::tables::{commits_saved_text, figure_cell, figure_def, paced, FigureCell};
 use super::BASELINE;
 use crate::results::{CellResults, Results, RoundResults};
 use crate::stats::Spread;
@@ -62,10 +62,7 @@ pub(super) fn glance_rows(r: &Results) -> Vec<GlanceRow> {
             let get = |k: &str| figure_cell(figure_def(k).expect("known figure"), c, base);
             let cpa = get("commits_per_ack");
             let (pace, pace_text) = pace(c, r.meta.offered_rate);
-            let mut ack_throughput = get("ack_throughput");
-            if r.meta.offered_rate.is_some() {
-                ack_throughput.tone = Tone::Same;
-            }
+            let ack_throughput = paced(get("ack_throughput"), r);
             let a = &c.summary.audit;
             GlanceRow {
                 cell: c.name.clone(),
