@@ -269,3 +269,47 @@ fn comparing_runs_of_different_scenarios_warns_on_the_command_line() {
     );
     let _ = std::fs::remove_dir_all(dir);
 }
+
+#[test]
+fn a_server_that_asks_for_a_password_gets_told_the_url_lacks_one_or_has_a_wrong_one() {
+    // A cluster of its own whose TCP logins need a password (the shared one trusts).
+    let cluster = throwaway_pg::Cluster::start().unwrap();
+    cluster
+        .psql("postgres", "ALTER USER postgres PASSWORD 'right'")
+        .unwrap();
+    let hba = cluster.data_dir().join("pg_hba.conf");
+    std::fs::write(
+        &hba,
+        "local all all trust\nhost all all 127.0.0.1/32 scram-sha-256\n",
+    )
+    .unwrap();
+    // This session logs in under the old rules and makes the server read the new ones.
+    cluster.psql("postgres", "SELECT pg_reload_conf()").unwrap();
+    let no_password = cluster.url("postgres");
+    let wrong = no_password.replace("postgres@", "postgres:wrong@");
+    let dir = temp_dir("cli", "password");
+    for (url, cause) in [
+        (
+            no_password.as_str(),
+            "the server asks for a password and the URL has none",
+        ),
+        (wrong.as_str(), "the server refused the login"),
+    ] {
+        let out = dir.join("out");
+        let args = ["--database-url", url, "--out", out.to_str().unwrap()];
+        let o = ackbench(&dir, "run", &smoke(), &args);
+        assert_eq!(o.code, 2, "{url}: {}", o.stderr);
+        assert!(
+            o.stderr.contains(cause),
+            "{url}: names `{cause}`: {}",
+            o.stderr
+        );
+        assert!(
+            !o.stderr.contains("wrong"),
+            "the password is hidden: {}",
+            o.stderr
+        );
+        assert!(!out.exists(), "{url}: no run directory");
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
