@@ -397,6 +397,11 @@ pub fn merge(dirs: &[PathBuf], out: Option<&Path>) -> u8 {
         Ok(x) => x,
         Err(e) => return fail(&e),
     };
+    // Each shard offered its slice; the merge offered the scenario's whole rate.
+    results.meta.offered_rate = scenario
+        .producers
+        .open_rate()
+        .filter(|_| scenario.producers.count > 0);
     let run_id = results.meta.shards.as_ref().map(|s| s.run_id.clone());
     let out_dir = out.map(Path::to_path_buf).unwrap_or_else(|| {
         let beside = dirs[0].parent().unwrap_or(Path::new("."));
