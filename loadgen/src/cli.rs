@@ -18,16 +18,16 @@ use crate::lifecycle::faults::refuse_unavailable;
 use crate::lifecycle::settle::{OneShard, Settlement, Whole};
 use crate::options::{CapacityOptions, RunOptions};
 use crate::run::{self, audit_words, figure_text};
-use crate::scenario::{Cell, DatabaseSide, Overrides, Scenario};
+use crate::scenario::{find_scenario, Cell, DatabaseSide, Overrides, Scenario};
 use crate::shard::{self, Shard};
 
 /// `ackbench run`: runs the scenario's cells round by round, writes results.json and
 /// report.html, prints the summary and the gate table.
 pub async fn run(opts: RunOptions) -> u8 {
     let overrides = opts.overrides();
-    let mut scenario = match Scenario::load(&opts.scenario) {
+    let mut scenario = match find_scenario(&opts.scenario).and_then(|p| load_scenario(&p)) {
         Ok(s) => s,
-        Err(e) => return fail(&e.to_string()),
+        Err(e) => return fail(&e),
     };
     if let Err(e) = scenario.apply_overrides(&overrides) {
         return fail(&e.to_string());
@@ -52,9 +52,10 @@ pub async fn run(opts: RunOptions) -> u8 {
         .out
         .clone()
         .unwrap_or_else(|| default_out_dir(&scenario.name));
-    if let Err(e) = std::fs::create_dir_all(&out_dir) {
-        return fail(&format!("--out {}: {e}", out_dir.display()));
-    }
+    let _out_guard = match RunDir::create(&out_dir) {
+        Ok(guard) => guard,
+        Err(e) => return fail(&e),
+    };
     if let Some(path) = &opts.history {
         if let Err(e) = std::fs::File::create(path) {
             return fail(&format!("--history {}: {e}", path.display()));
@@ -124,9 +125,54 @@ pub async fn run(opts: RunOptions) -> u8 {
             gates::aa_noise(&results, &scenario.gates, &cell.name, &twin.name)
         );
     }
-    match shard.is_sharded() {
+    let code = match shard.is_sharded() {
         true => shard_exit_code(&results),
         false => run_exit_code(&results, &eval),
+    };
+    println!("report: {}", out_dir.join("report.html").display());
+    code
+}
+
+/// A scenario file read and validated; the error in words.
+fn load_scenario(path: &Path) -> Result<Scenario, String> {
+    Scenario::load(path).map_err(|e| e.to_string())
+}
+
+/// A run's output directory while the run lasts: created if missing, and removed again when
+/// the run ends without writing anything there (a failed start leaves no empty directory). One
+/// that holds only logs is kept and named, since the logs say why the run failed.
+struct RunDir {
+    path: PathBuf,
+    created: bool,
+}
+
+impl RunDir {
+    fn create(path: &Path) -> Result<RunDir, String> {
+        let created = !path.exists();
+        std::fs::create_dir_all(path).map_err(|e| format!("--out {}: {e}", path.display()))?;
+        Ok(RunDir {
+            path: path.to_path_buf(),
+            created,
+        })
+    }
+}
+
+impl Drop for RunDir {
+    fn drop(&mut self) {
+        let entries = std::fs::read_dir(&self.path)
+            .map(|d| d.count())
+            .unwrap_or(1);
+        let written = ["results.json", "capacity.json"]
+            .iter()
+            .any(|f| self.path.join(f).exists());
+        if self.created && entries == 0 {
+            let _ = std::fs::remove_dir(&self.path);
+        } else if !written && entries > 0 {
+            eprintln!(
+                "ackbench: no results were written; the logs of what ran are in {}",
+                self.path.display()
+            );
+        }
     }
 }
 
@@ -170,6 +216,8 @@ fn mark_shard(results: &mut Results, shard: Shard, run_id: Option<&str>) {
     let Some(run_id) = run_id.filter(|_| shard.is_sharded()) else {
         return;
     };
+    // A shard offers its share of the rate, not the scenario's: its pace is judged on the merge.
+    results.meta.offered_rate = None;
     results.meta.shards = Some(ackbench_reports::results::ShardsMeta {
         run_id: run_id.to_string(),
         count: shard.count,
@@ -201,9 +249,9 @@ fn shard_exit_code(results: &Results) -> u8 {
 /// one; writes capacity.json and capacity.html. Exit 0 when every planned cell was measured
 /// (whatever it sustains), 2 when the run broke, 130 when interrupted.
 pub async fn capacity(opts: CapacityOptions) -> u8 {
-    let mut scenario = match Scenario::load(&opts.scenario) {
+    let mut scenario = match find_scenario(&opts.scenario).and_then(|p| load_scenario(&p)) {
         Ok(s) => s,
-        Err(e) => return fail(&e.to_string()),
+        Err(e) => return fail(&e),
     };
     // Capacity judges no gates, so they must not veto a --cells list; and it measures the steady
     // state of the offered load, so a scenario's prefill (a backlog to chew through, which would
@@ -229,7 +277,7 @@ pub async fn capacity(opts: CapacityOptions) -> u8 {
         return fail(&e.to_string().replace("--duration", "--step-secs"));
     }
     let planned = capacity::plan(&scenario, opts.search())
-        .and_then(|p| Ok((p, capacity::criteria(opts.slo_p99_ms)?)));
+        .and_then(|p| Ok((p, capacity::criteria(slo_of(&opts, &scenario))?)));
     let (plan, criteria) = match planned {
         Ok(x) => x,
         Err(e) => return fail(&e),
@@ -239,9 +287,10 @@ pub async fn capacity(opts: CapacityOptions) -> u8 {
         .out
         .clone()
         .unwrap_or_else(|| default_out_dir(&format!("{}-capacity", scenario.name)));
-    if let Err(e) = std::fs::create_dir_all(&out_dir) {
-        return fail(&format!("--out {}: {e}", out_dir.display()));
-    }
+    let _out_guard = match RunDir::create(&out_dir) {
+        Ok(guard) => guard,
+        Err(e) => return fail(&e),
+    };
     // Capacity fires no faults: the standby (replication's cost) without the relays.
     let side = DatabaseSide {
         relay: false,
@@ -282,11 +331,20 @@ pub async fn capacity(opts: CapacityOptions) -> u8 {
         return fail(&e);
     }
     println!("{}", capacity::summary(&results));
+    println!("report: {}", out_dir.join("capacity.html").display());
     match error {
         Some(e) => fail(&e),
         None if !results.complete => 130,
         None => 0,
     }
+}
+
+/// The latency target of a capacity search: `--slo-p99-ms`, else the scenario's `[capacity]
+/// slo_p99_ms`, else 50 ms.
+fn slo_of(opts: &CapacityOptions, scenario: &Scenario) -> f64 {
+    opts.slo_p99_ms
+        .or(scenario.capacity.slo_p99_ms)
+        .unwrap_or(capacity::DEFAULT_SLO_P99_MS)
 }
 
 fn describe_capacity_flags(opts: &CapacityOptions) -> Vec<String> {
@@ -319,7 +377,9 @@ fn describe_capacity_flags(opts: &CapacityOptions) -> Vec<String> {
     if let Some(x) = opts.precision {
         v.push(format!("--precision {x}"));
     }
-    v.push(format!("--slo-p99-ms {}", opts.slo_p99_ms));
+    if let Some(x) = opts.slo_p99_ms {
+        v.push(format!("--slo-p99-ms {x}"));
+    }
     v
 }
 
@@ -337,6 +397,11 @@ pub fn merge(dirs: &[PathBuf], out: Option<&Path>) -> u8 {
         Ok(x) => x,
         Err(e) => return fail(&e),
     };
+    // Each shard offered its slice; the merge offered the scenario's whole rate.
+    results.meta.offered_rate = scenario
+        .producers
+        .open_rate()
+        .filter(|_| scenario.producers.count > 0);
     let run_id = results.meta.shards.as_ref().map(|s| s.run_id.clone());
     let out_dir = out.map(Path::to_path_buf).unwrap_or_else(|| {
         let beside = dirs[0].parent().unwrap_or(Path::new("."));
@@ -352,7 +417,9 @@ pub fn merge(dirs: &[PathBuf], out: Option<&Path>) -> u8 {
     }
     print_summary(&results);
     println!("\n{}", gates::table(&eval));
-    run_exit_code(&results, &eval)
+    let code = run_exit_code(&results, &eval);
+    println!("report: {}", out_dir.join("report.html").display());
+    code
 }
 
 /// `ackbench gate`: judges a results file; exit 0 held, 1 failed, 2 broken.
@@ -374,6 +441,16 @@ pub fn gate(
             })?,
         };
         let b = baseline.map(Baseline::read).transpose()?;
+        let wants_baseline = scenario
+            .gates
+            .iter()
+            .any(|g| matches!(g.check, crate::scenario::GateCheck::Baseline { .. }));
+        if let (Some(path), false) = (baseline, wants_baseline) {
+            eprintln!(
+                "ackbench: --baseline {} is unused: no gate of the scenario is a baseline gate (kind = \"baseline\")",
+                path.display()
+            );
+        }
         Ok::<_, String>((gates::evaluate(&r, &scenario.gates, b.as_ref()), r))
     })();
     let (eval, r) = match judged {
@@ -486,13 +563,14 @@ pub fn report(results: &Path, compare: Option<&Path>, out: Option<&Path>) -> u8 
     let rendered = (|| {
         let candidate = ackbench_reports::results::read(results)?;
         let (html, default_name) = match compare {
-            Some(other) => (
-                ackbench_reports::render_comparison(
-                    &ackbench_reports::results::read(other)?,
-                    &candidate,
-                )?,
-                "compare.html",
-            ),
+            Some(other) => {
+                let baseline = ackbench_reports::results::read(other)?;
+                for w in ackbench_reports::model::comparability_warnings(&baseline, &candidate) {
+                    eprintln!("ackbench: warning: {w}");
+                }
+                let html = ackbench_reports::render_comparison(&baseline, &candidate)?;
+                (html, "compare.html")
+            }
             None => (ackbench_reports::render_report(&candidate)?, "report.html"),
         };
         let path = match out {
@@ -524,49 +602,48 @@ fn accelerator_figure(on: bool, value: f64, decimals: usize) -> String {
     }
 }
 
+/// The summary table, one row per cell and its audit on the line below, within 100 columns.
 fn print_summary(results: &Results) {
     println!(
-        "{:<16} {:>9} {:>9} {:>9} {:>9} {:>10} {:>9} {:>10} {:>7} {:>9} {:>9} {:>9}  audit",
+        "{:<15} {:>7} {:>7} {:>10} {:>10} {:>9} {:>9} {:>5} {:>10} {:>8}",
         "cell",
         "ack/s",
         "push/s",
-        "commit/s",
         "commit/ack",
-        "ackcommit/ack",
-        "walsync/ack",
+        "ackcmt/ack",
+        "wsync/ack",
         "pg ms/ack",
         "hit",
         "rows/flush",
-        "ack p50",
         "ack p99"
     );
     for c in &results.cells {
         let f = &c.summary.figures;
-        let lat = |p: fn(
-            &ackbench_reports::results::Percentiles<ackbench_reports::stats::Spread>,
-        ) -> ackbench_reports::stats::Spread| {
-            f.latency_ms
-                .get("ack")
-                .map(|x| p(x).median)
-                .unwrap_or(f64::NAN)
-        };
+        let ack_p99 = f
+            .latency_ms
+            .get("ack")
+            .map(|x| x.p99.median)
+            .unwrap_or(f64::NAN);
         println!(
-            "{:<16} {:>9} {:>9} {:>9} {:>9} {:>10} {:>9} {:>10} {:>7} {:>9} {:>9} {:>9}  {}",
-            c.name,
+            "{:<15} {:>7} {:>7} {:>10} {:>10} {:>9} {:>9} {:>5} {:>10} {:>8}",
+            gates::clip(&c.name, 15),
             figure_text(f.ack_throughput.median, 0),
             figure_text(f.push_throughput.median, 0),
-            figure_text(f.commits_per_sec.median, 0),
             figure_text(f.commits_per_ack.median, 3),
             figure_text(f.ack_commits_per_ack.median, 3),
             figure_text(f.wal_syncs_per_ack.median, 3),
             figure_text(f.pg_exec_ms_per_ack.median, 4),
             accelerator_figure(c.registry, f.registry_hit_rate.median, 2),
             accelerator_figure(c.fusion, f.fusion_rows_per_commit.median, 1),
-            figure_text(lat(|p| p.p50), 2),
-            figure_text(lat(|p| p.p99), 2),
-            audit_words(&c.summary.audit)
+            figure_text(ack_p99, 2),
         );
+        let audit = format!("audit {}", audit_words(&c.summary.audit));
+        print!("{}", gates::wrap(&audit, 100, "    "));
     }
+    let legend = "(medians over rounds; commit/ack: commits per acked message; ackcmt/ack: ack \
+                  commits per acked message; wsync/ack: WAL syncs per acked message; hit: registry \
+                  hit rate; rows/flush: fusion rows per commit; ack p99 in ms)";
+    print!("{}", gates::wrap(legend, 100, ""));
     if !results.complete {
         println!("INCOMPLETE: the run was interrupted; figures cover what was measured");
     }

@@ -51,6 +51,7 @@ pub fn run_meta(scenario: &Scenario, env: &Env) -> RunMeta {
              else the load generator's requests)"
                 .into(),
         ]),
+        offered_rate: scenario.producers.open_rate().filter(|_| scenario.producers.count > 0),
         ..Default::default()
     }
 }

@@ -115,9 +115,10 @@ pub struct CapacityOptions {
     /// Output directory (default reports/runs/<timestamp>-<scenario>-capacity/).
     #[arg(long)]
     pub out: Option<PathBuf>,
-    /// Target for ack and end-to-end p99, in ms.
-    #[arg(long, default_value_t = 50.0)]
-    pub slo_p99_ms: f64,
+    /// Target for ack and end-to-end p99, in ms (default: the scenario's `[capacity]
+    /// slo_p99_ms`, else 50).
+    #[arg(long)]
+    pub slo_p99_ms: Option<f64>,
     /// First offered rate, msg/s (default: the scenario's open-loop rate, else 100).
     #[arg(long)]
     pub start: Option<f64>,
@@ -232,6 +233,6 @@ mod tests {
             .options;
         let ov = o.overrides();
         assert_eq!((ov.duration_secs, ov.rounds), (Some(4.0), None));
-        assert_eq!((o.max, o.slo_p99_ms), (Some(900.0), 50.0));
+        assert_eq!((o.max, o.slo_p99_ms), (Some(900.0), None));
     }
 }

@@ -22,6 +22,7 @@ impl Progress {
     pub fn update(&mut self, line: &str) {
         let mut err = std::io::stderr().lock();
         if self.tty {
+            let line = fit_terminal(line);
             let _ = write!(err, "\r\x1b[2K{line}");
             self.dirty = true;
         } else {
@@ -43,4 +44,15 @@ impl Progress {
         self.finish();
         eprintln!("{message}");
     }
+}
+
+/// `line` cut to the terminal's width (`COLUMNS` when set, else 100) less one: a rewritten line
+/// that wrapped would leave its first rows behind on the screen.
+fn fit_terminal(line: &str) -> String {
+    let width = std::env::var("COLUMNS")
+        .ok()
+        .and_then(|c| c.parse::<usize>().ok())
+        .filter(|w| *w > 20)
+        .unwrap_or(100);
+    line.chars().take(width - 1).collect()
 }

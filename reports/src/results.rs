@@ -66,6 +66,10 @@ pub struct RunMeta {
     /// `count` shards (`index` absent); absent for a run of one process.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shards: Option<ShardsMeta>,
+    /// The producers' open-loop rate in messages/s (every producer together); absent for a
+    /// closed loop. The report judges each cell's throughput against it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offered_rate: Option<f64>,
 }
 
 /// Which slice of a sharded run a document holds (see `RunMeta::shards`).
@@ -579,16 +583,45 @@ pub struct GateVerdict {
     /// broker without accelerator toggles): neither held nor failed, `passed` stays true.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub not_applicable: bool,
+    /// The gate could not be judged (a cell it needs did not run: left out by `--cells`, or the
+    /// run was interrupted before it; a figure without a value; no baseline): neither held nor
+    /// failed, `passed` stays true and `detail` says why.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub not_judged: bool,
+}
+
+/// A gate's outcome, the same word in the terminal, results.json's readers and the report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GateOutcome {
+    Held,
+    Failed,
+    /// Not judged, or not applicable to the target: neither held nor failed.
+    NotJudged,
+}
+
+impl GateOutcome {
+    /// `held`, `FAILED` or `not judged`.
+    pub fn word(self) -> &'static str {
+        match self {
+            GateOutcome::Held => "held",
+            GateOutcome::Failed => "FAILED",
+            GateOutcome::NotJudged => "not judged",
+        }
+    }
 }
 
 impl GateVerdict {
-    /// `holds`, `FAILED` or `not applicable`.
-    pub fn word(&self) -> &'static str {
-        match (self.not_applicable, self.passed) {
-            (true, _) => "not applicable",
-            (false, true) => "holds",
-            (false, false) => "FAILED",
+    pub fn outcome(&self) -> GateOutcome {
+        match (self.not_applicable || self.not_judged, self.passed) {
+            (true, _) => GateOutcome::NotJudged,
+            (false, true) => GateOutcome::Held,
+            (false, false) => GateOutcome::Failed,
         }
+    }
+
+    /// `held`, `FAILED` or `not judged`.
+    pub fn word(&self) -> &'static str {
+        self.outcome().word()
     }
 }
 

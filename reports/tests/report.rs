@@ -25,12 +25,12 @@ const CHART_TITLES: [&str; 14] = [
     "Latency percentile spectrum: push",
     "Latency percentile spectrum: pop",
     "Latency percentile spectrum: ack",
-    "Latency percentile spectrum: end-to-end (push to ack)",
+    "Latency percentile spectrum: end-to-end (intended push to ack)",
     "Latency histogram: push",
     "Latency histogram: pop",
     "Latency histogram: ack",
-    "Latency histogram: end-to-end (push to ack)",
-    "Commits per acked message, by procedure",
+    "Latency histogram: end-to-end (intended push to ack)",
+    "Calls per acked message, by procedure",
     "PostgreSQL execution time per acked message, by procedure",
     "Ack registry hit rate",
     "Ack fusion rows per commit",
@@ -101,7 +101,7 @@ fn every_chart_is_specified_with_title_axes_and_legend() {
         ("ack-rate", "acked messages/s"),
         ("spectrum-ack", "latency (ms, log scale)"),
         ("histogram-ack", "share of requests (%)"),
-        ("commits-by-procedure", "commits per acked message"),
+        ("commits-by-procedure", "calls per acked message"),
         ("pg-ms-by-procedure", "PostgreSQL ms per acked message"),
         ("registry-hit-rate", "hit rate (%)"),
         ("fusion-rows-per-commit", "rows per flush commit"),
@@ -373,7 +373,7 @@ fn audit_rows_and_verdict() {
     assert_eq!(run.verdict.status, Status::Passed);
     assert_eq!(
         run.verdict.headline,
-        "PASSED: audit passed, 0 lost; 1/1 gates hold"
+        "PASSED: audit passed, 0 lost; 1/1 gates held"
     );
     for cell in &r.cells {
         let total = run
@@ -470,7 +470,10 @@ fn gates_and_interruptions_are_prominent() {
         run.verdict.headline,
         "FAILED: audit passed, 0 lost; 1/1 gates FAILED; the run was interrupted"
     );
-    assert!(!run.gates[0].passed);
+    assert_eq!(
+        run.gates[0].outcome,
+        ackbench_reports::results::GateOutcome::Failed
+    );
     // The banner comes before any figure.
     let html = render_report(&r).unwrap();
     let banner = html.find("INTERRUPTED: this run did not complete").unwrap();

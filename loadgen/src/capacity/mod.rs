@@ -101,6 +101,9 @@ pub fn plan(s: &Scenario, flags: SearchFlags) -> Result<Plan, String> {
     })
 }
 
+/// The latency target when neither the command line nor the scenario gives one (ms).
+pub const DEFAULT_SLO_P99_MS: f64 = 50.0;
+
 /// The criteria with latency target `slo_p99_ms`.
 pub fn criteria(slo_p99_ms: f64) -> Result<Criteria, String> {
     if !(slo_p99_ms.is_finite() && slo_p99_ms > 0.0) {
@@ -194,6 +197,11 @@ pub async fn run(
         match search.cell(c, &mut progress).await {
             Ok((cell, interrupted)) => {
                 complete &= !interrupted;
+                let slo = criteria.slo_p99_ms;
+                if let Some(w) = verdict::latency_floor(&cell.name, &cell.steps, slo) {
+                    progress.say(&format!("ackbench: WARNING: {w}"));
+                    warnings.push(w);
+                }
                 cells.push(cell);
                 if interrupted {
                     break;

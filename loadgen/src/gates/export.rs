@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use ackbench_reports::figures::{self, FigureDef, View};
 use ackbench_reports::model::format_value;
-use ackbench_reports::results::Results;
+use ackbench_reports::results::{GateOutcome, Results};
 use ackbench_reports::stats::Spread;
 use serde_json::{json, Value};
 
@@ -79,15 +79,12 @@ pub fn markdown(results: &Results, eval: &Evaluation) -> String {
             m.median,
             m.min,
             m.max,
-            match (v.not_applicable, v.passed) {
-                (true, _) => "not applicable",
-                (false, true) => "held",
-                (false, false) => "**FAILED**",
+            match v.outcome() {
+                GateOutcome::Failed => "**FAILED**".to_string(),
+                GateOutcome::NotJudged => format!("not judged: {}", v.detail),
+                GateOutcome::Held => "held".to_string(),
             }
         ));
-    }
-    for b in &eval.broken {
-        md.push_str(&format!("| {b} | | **BROKEN** |\n"));
     }
     md
 }

@@ -42,59 +42,119 @@ impl Evaluation {
     }
 }
 
-/// Judges `gates` (and every cell's audit) on `results`.
+/// Judges `gates` (and every cell's audit) on `results`. A gate that needs a cell the run left
+/// out (`--cells`: not in its cell order) is not judged and does not count as broken; any other
+/// gate that cannot be judged (a cell an interrupted run never reached, a figure without a
+/// value, no baseline) is recorded as not judged and counts as broken.
 pub fn evaluate(results: &Results, gates: &[Gate], baseline: Option<&Baseline>) -> Evaluation {
     let mut eval = Evaluation {
         verdicts: audit_verdicts(results),
         broken: Vec::new(),
     };
     for gate in gates {
-        let judged = match &gate.check {
-            GateCheck::Ratio {
-                numerator,
-                denominator,
-                max,
-                min,
-            } if target_cell(results).is_some() => Ok(not_applicable(
-                results,
-                gate,
-                (numerator.name(), denominator.name()),
-                max.or(*min).unwrap_or(f64::NAN),
-            )),
-            GateCheck::Ratio {
-                numerator,
-                denominator,
-                max,
-                min,
-            } => ratio(
-                results,
-                gate,
-                numerator.name(),
-                denominator.name(),
-                *max,
-                *min,
-            ),
-            GateCheck::Baseline {
-                cell,
-                tolerance,
-                direction,
-            } => match baseline {
-                Some(b) => {
-                    let cell = target_cell(results).unwrap_or(cell.name());
-                    against_baseline(results, b, gate, cell, *tolerance, *direction)
-                }
-                None => Err(format!(
-                    "gate `{}` needs a baseline: pass --baseline FILE",
-                    gate.name
-                )),
-            },
-        };
-        match judged {
+        if let Some(cell) = left_out_cell(results, gate) {
+            let why = format!(
+                "{}: not judged, cell `{cell}` did not run (this run's --cells left it out)",
+                gate.figure.name()
+            );
+            eval.verdicts.push(not_judged(gate, &why));
+            continue;
+        }
+        match judge(results, gate, baseline) {
             Ok(v) => eval.verdicts.push(v),
-            Err(why) => eval.broken.push(why),
+            Err(why) => {
+                eval.verdicts.push(not_judged(gate, &why));
+                eval.broken.push(why);
+            }
         }
     }
     eval
+}
+
+/// One gate's verdict, or why it cannot be judged.
+fn judge(
+    results: &Results,
+    gate: &Gate,
+    baseline: Option<&Baseline>,
+) -> Result<GateVerdict, String> {
+    match &gate.check {
+        GateCheck::Ratio {
+            numerator,
+            denominator,
+            max,
+            min,
+        } if target_cell(results).is_some() => Ok(not_applicable(
+            results,
+            gate,
+            (numerator.name(), denominator.name()),
+            max.or(*min).unwrap_or(f64::NAN),
+        )),
+        GateCheck::Ratio {
+            numerator,
+            denominator,
+            max,
+            min,
+        } => ratio(
+            results,
+            gate,
+            numerator.name(),
+            denominator.name(),
+            *max,
+            *min,
+        ),
+        GateCheck::Baseline {
+            cell,
+            tolerance,
+            direction,
+        } => match baseline {
+            Some(b) => {
+                let cell = target_cell(results).unwrap_or(cell.name());
+                against_baseline(results, b, gate, cell, *tolerance, *direction)
+            }
+            None => Err(format!(
+                "gate `{}` needs a baseline: pass --baseline FILE",
+                gate.name
+            )),
+        },
+    }
+}
+
+/// A cell `gate` needs that the run did not plan (its `--cells` left it out), if any. Runs
+/// against an external broker (one cell named after the target) and results without a cell
+/// order plan nothing to leave out; a cell planned once per topology (`registry@3rr`) counts as
+/// planned.
+fn left_out_cell(results: &Results, gate: &Gate) -> Option<&'static str> {
+    let planned = &results.meta.cell_order;
+    if planned.is_empty() || target_cell(results).is_some() {
+        return None;
+    }
+    gate.cells().into_iter().map(|c| c.name()).find(|name| {
+        !planned
+            .iter()
+            .any(|p| p == name || p.strip_prefix(name).is_some_and(|t| t.starts_with('@')))
+    })
+}
+
+/// A gate that could not be judged, with why (`detail`).
+fn not_judged(gate: &Gate, why: &str) -> GateVerdict {
+    GateVerdict {
+        gate: gate.name.clone(),
+        kind: match gate.check {
+            GateCheck::Ratio { .. } => "ratio",
+            GateCheck::Baseline { .. } => "baseline",
+        }
+        .into(),
+        measured: Spread {
+            median: f64::NAN,
+            min: f64::NAN,
+            max: f64::NAN,
+        },
+        threshold: f64::NAN,
+        passed: true,
+        detail: why.to_string(),
+        not_applicable: false,
+        not_judged: true,
+    }
 }
 
 /// The one cell of a run against an external broker (named after the target), if it is one.
@@ -128,6 +188,7 @@ fn not_applicable(
             target_cell(results).unwrap_or("the target")
         ),
         not_applicable: true,
+        not_judged: false,
     }
 }
 
@@ -167,6 +228,7 @@ fn audit_verdicts(results: &Results) -> Vec<GateVerdict> {
                     }
                 ),
                 not_applicable: false,
+                not_judged: false,
             }
         })
         .collect()
@@ -257,6 +319,7 @@ fn ratio(
                 .join(", ")
         ),
         not_applicable: false,
+        not_judged: false,
     })
 }
 
@@ -314,6 +377,7 @@ fn against_baseline(
             }
         ),
         not_applicable: false,
+        not_judged: false,
     })
 }
 
@@ -357,27 +421,57 @@ pub fn aa_noise(results: &Results, gates: &[Gate], cell: &str, twin: &str) -> St
     out
 }
 
-/// The verdict table printed by `gate` and `run`.
+/// The verdict table printed by `gate` and `run` (fits 100 columns): per gate its verdict
+/// (`held`, `FAILED`, `not judged`, the words of the report), what was measured, and the detail.
 pub fn table(eval: &Evaluation) -> String {
     let mut out = format!(
-        "{:<44} {:>26} {:>10}  {}\n",
-        "gate", "measured (median [min, max])", "threshold", "verdict"
+        "{:<10}  {:<50} {:>26}\n",
+        "verdict", "gate", "measured: median [min, max]"
     );
     for v in &eval.verdicts {
         let m = &v.measured;
-        let measured = format!("{:.4} [{:.4}, {:.4}]", m.median, m.min, m.max);
-        let verdict = match (v.not_applicable, v.passed) {
-            (true, _) => "not applicable",
-            (false, true) => "held",
-            (false, false) => "FAILED",
+        let measured = match v.outcome() {
+            ackbench_reports::results::GateOutcome::NotJudged => "—".to_string(),
+            _ => format!("{:.4} [{:.4}, {:.4}]", m.median, m.min, m.max),
         };
         out.push_str(&format!(
-            "{:<44} {:>26} {:>10.3}  {verdict}\n    {}\n",
-            v.gate, measured, v.threshold, v.detail
+            "{:<10}  {:<50} {:>26}\n{}",
+            v.word(),
+            clip(&v.gate, 50),
+            measured,
+            wrap(&v.detail, 100, "    ")
         ));
     }
-    for b in &eval.broken {
-        out.push_str(&format!("BROKEN: {b}\n"));
+    out
+}
+
+/// `text` cut to `width` characters, an ellipsis marking the cut.
+pub fn clip(text: &str, width: usize) -> String {
+    match text.chars().count() > width {
+        true => format!("{}…", text.chars().take(width - 1).collect::<String>()),
+        false => text.to_string(),
+    }
+}
+
+/// `text` in lines of at most `width` characters (words kept whole where they fit), each line
+/// after `indent`, each ending in a newline.
+pub fn wrap(text: &str, width: usize, indent: &str) -> String {
+    let room = width.saturating_sub(indent.chars().count()).max(20);
+    let mut out = String::new();
+    let mut line = String::new();
+    for word in text.split_whitespace() {
+        let len = line.chars().count();
+        if len > 0 && len + 1 + word.chars().count() > room {
+            out.push_str(&format!("{indent}{line}\n"));
+            line.clear();
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(word);
+    }
+    if !line.is_empty() {
+        out.push_str(&format!("{indent}{line}\n"));
     }
     out
 }

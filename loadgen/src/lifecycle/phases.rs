@@ -101,8 +101,10 @@ impl<'a> Workload<'a> {
                 return true;
             }
             if *cancel.borrow() || started.elapsed() > limit {
+                // The workers' last answers may still resolve some: the audit, taken once
+                // they stop, has the count every output shows.
                 progress.say(&format!(
-                    "{label} drain stopped with {backlog} messages unresolved"
+                    "{label} drain stopped with {backlog} messages outstanding (the audit counts what stays unresolved)"
                 ));
                 return false;
             }

@@ -132,7 +132,7 @@ async fn measured_window(
     let on_tick = |start: &Edge, last: &Tick, now: &Tick| {
         let sample = second_sample(start, last, now, ctx);
         progress.update(&format!(
-            "{label} measure {:>3.0}/{duration:.0}s  push {:>7.0}/s  ack {:>7.0}/s  commits {:>6.0}/s  ack p99 {:>7.2}ms  backlog {:>7}  errors {}",
+            "{label} measure {:>2.0}/{duration:.0}s push {:>5.0}/s ack {:>5.0}/s commits {:>5.0}/s p99 {:>6.1}ms backlog {:>5} errors {}",
             sample.t,
             sample.pushed,
             sample.acked,

@@ -127,9 +127,9 @@ pub async fn run(
                 shard: settlement.shard(),
             };
             let r = cell::run(env, &cr, settlement, &cancel, &mut progress).await?;
-            progress.say(&one_line(&cr, &r));
+            progress.say(fit(&one_line(&cr, &r)).trim_end());
             if let Some(warning) = ran_dry_warning(&cr, &r) {
-                progress.say(&warning);
+                progress.say(fit(&warning).trim_end());
                 dry_warnings.push(warning);
             }
             complete &= r.complete;
@@ -239,6 +239,13 @@ pub fn summary(rounds: &[RoundResults]) -> Summary {
             .map(|(k, h)| (k.clone(), encode_histogram(h)))
             .collect(),
     }
+}
+
+/// `text` wrapped to 100 columns, continuation lines indented.
+fn fit(text: &str) -> String {
+    let mut lines = crate::gates::wrap(text, 100, "    ");
+    lines.replace_range(..4.min(lines.len()), "");
+    lines
 }
 
 fn one_line(cr: &CellRound<'_>, r: &RoundResults) -> String {

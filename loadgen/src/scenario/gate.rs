@@ -225,16 +225,3 @@ fn default_name(figure: &Figure, check: &GateCheck) -> String {
         } => format!("{figure} {cell} vs baseline within {tolerance}"),
     }
 }
-
-/// Checks that every gate's cells are still in `cells` (after `--cells`).
-pub(crate) fn check_gates_against_cells(gates: &[Gate], cells: &[Cell]) -> Result<(), String> {
-    for gate in gates {
-        if let Some(missing) = gate.cells().into_iter().find(|c| !cells.contains(c)) {
-            return Err(format!(
-                "the gate `{}` (line {}) needs cell `{missing}`, which the list leaves out",
-                gate.name, gate.line
-            ));
-        }
-    }
-    Ok(())
-}

@@ -13,6 +13,7 @@
 mod error;
 mod fault;
 mod figure;
+mod find;
 mod gate;
 mod key_path;
 mod locate;
@@ -27,10 +28,11 @@ pub use fault::{DatabaseSide, Fault, FaultKind, PostgresSetup, Replication};
 pub use figure::{
     Direction, Figure, FigureKind, GateDefaults, LatencyOp, Percentile, ScalarFigure,
 };
+pub use find::find_scenario;
 pub use gate::{Gate, GateCheck};
 pub use schema::{
-    AckMode, Broker, Cell, Consumers, LoopMode, Outcomes, Partitioning, PopRoute, Prefill,
-    Producers, Queue, QueueOptions, Routing, Run, Topology,
+    AckMode, Broker, CapacitySetup, Cell, Consumers, LoopMode, Outcomes, Partitioning, PopRoute,
+    Prefill, Producers, Queue, QueueOptions, Routing, Run, Topology,
 };
 
 /// A validated scenario. Outcome shares are fractions summing to 1; gates are typed.
@@ -58,6 +60,8 @@ pub struct Scenario {
     pub gates: Vec<Gate>,
     /// `[[faults]]`, in time order.
     pub faults: Vec<Fault>,
+    /// `[capacity]`.
+    pub capacity: CapacitySetup,
     /// Where the scenario was read from (a path or a name given to `parse`).
     #[serde(skip)]
     pub source_name: String,
@@ -111,9 +115,6 @@ impl Scenario {
         if let Some(peers) = overrides.peers.as_deref() {
             let base = cells.as_deref().unwrap_or(&self.run.cells);
             cells = Some(self.with_peers(base, peers)?);
-        }
-        if let Some(cells) = &cells {
-            gate::check_gates_against_cells(&self.gates, cells).map_err(flag("--cells"))?;
         }
         if let Some(rounds) = overrides.rounds {
             check_override_rounds(rounds)?;

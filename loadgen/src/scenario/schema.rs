@@ -720,6 +720,15 @@ pub(crate) struct GateFile {
     pub direction: Option<Direction>,
 }
 
+/// `[capacity]`: what `ackbench capacity` judges this scenario by.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct CapacitySetup {
+    /// The latency target (ack and end-to-end p99, ms) a step must meet; `--slo-p99-ms`
+    /// overrides it. Default: none (then 50 ms).
+    pub slo_p99_ms: Option<f64>,
+}
+
 /// The whole file as serde reads it, before validation.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -745,4 +754,6 @@ pub(crate) struct ScenarioFile {
     pub gates: Vec<GateFile>,
     #[serde(default)]
     pub faults: Vec<super::fault::FaultFile>,
+    #[serde(default)]
+    pub capacity: CapacitySetup,
 }

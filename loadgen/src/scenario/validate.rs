@@ -63,6 +63,9 @@ pub(crate) fn validate(
     check_stall_fits(&file, loc)?;
     check_broker(&file.broker, loc)?;
     check_gates_fit_topologies(&file, loc)?;
+    if let Some(slo) = file.capacity.slo_p99_ms {
+        positive(loc, "capacity.slo_p99_ms", slo, 3_600_000.0)?;
+    }
     let gates = file
         .gates
         .iter()
@@ -82,6 +85,7 @@ pub(crate) fn validate(
         postgres: file.postgres,
         gates,
         faults,
+        capacity: file.capacity,
         source_name: loc.file().to_string(),
         source_text: text.to_string(),
     })

@@ -55,7 +55,14 @@ impl Postgres {
     pub async fn external(url: &str) -> Result<Postgres, String> {
         let config: tokio_postgres::Config =
             url.parse().map_err(|e| format!("--database-url: {e}"))?;
-        Postgres::finish(Server::External(config), url).await
+        Postgres::finish(Server::External(config), url)
+            .await
+            .map_err(|e| match e.starts_with("cannot connect") {
+                true => format!(
+                    "--database-url: {e}\n  (leave out --database-url and ackbench starts a throwaway PostgreSQL cluster of its own)"
+                ),
+                false => e,
+            })
     }
 
     async fn finish(server: Server, admin_url: &str) -> Result<Postgres, String> {

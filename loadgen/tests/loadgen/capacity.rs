@@ -4,6 +4,8 @@
 
 use std::path::Path;
 
+use ackbench::scenario::Scenario;
+
 use ackbench::capacity::model::{
     CapacityCell, CapacityResults, Condition, Criteria, Plan, Step, CAPACITY_KIND,
     CAPACITY_SCHEMA_VERSION,
@@ -61,15 +63,19 @@ fn a_step_is_judged_on_each_condition() {
     let c = Criteria::with_slo(50.0);
     assert!(judge(&good(1000.0), &c).is_empty());
 
-    // Achieved: 95% of offered is the floor, inclusive.
+    // Achieved: 95% of offered less a batch per producer (each may end the window one batch
+    // short: 1,000 msg/s × 40 ms interval / 10 s window = 4 msg/s) is the floor, inclusive.
     let mut s = good(1000.0);
-    s.achieved_push_rate = 950.0;
+    s.achieved_push_rate = 946.0;
     assert!(judge(&s, &c).is_empty());
-    s.achieved_push_rate = 949.0;
+    s.achieved_push_rate = 945.0;
     let f = judge(&s, &c);
     assert_eq!(f.len(), 1);
     assert_eq!(f[0].condition, Condition::Achieved);
-    assert_eq!(f[0].detail, "pushed 949 msg/s < 95% of 1,000");
+    assert_eq!(
+        f[0].detail,
+        "pushed 945 msg/s < 95% of 1,000 less a batch per producer (4)"
+    );
 
     // Acks keep up: per consumer group, so two groups need twice the answers.
     let mut s = good(1000.0);
@@ -80,14 +86,18 @@ fn a_step_is_judged_on_each_condition() {
     s.backlog_growth = 0.0;
     assert!(judge(&s, &c).is_empty());
 
-    // Backlog: may grow by 5% of the obligations offered in the window (10 000 here).
+    // Backlog: may grow by 5% of the obligations offered in the window (10 000 here) plus a
+    // batch per producer in flight (40).
     let mut s = good(1000.0);
-    s.backlog_growth = 500.0;
+    s.backlog_growth = 540.0;
     assert!(judge(&s, &c).is_empty());
-    s.backlog_growth = 501.0;
+    s.backlog_growth = 541.0;
     let f = judge(&s, &c);
     assert_eq!(f[0].condition, Condition::Backlog);
-    assert_eq!(f[0].detail, "backlog grew by 501 (> 5% of 10,000 offered)");
+    assert_eq!(
+        f[0].detail,
+        "backlog grew by 541 (> 5% of 10,000 offered plus a batch per producer, 40)"
+    );
     s.backlog_growth = -4000.0;
     assert!(judge(&s, &c).is_empty(), "a shrinking backlog is fine");
 
@@ -636,4 +646,72 @@ fn a_short_real_run_writes_capacity_json_and_the_report() {
         "progress lines:\n{stderr}"
     );
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_low_step_is_not_failed_on_the_rounding_of_whole_batches() {
+    // 4 producers of 10-message batches at 14.6 msg/s: one batch each every 2.74 s, so a 6 s
+    // window holds two or three per producer and 13.3 msg/s is rounding, not falling behind.
+    let c = Criteria::with_slo(1000.0);
+    let mut s = good(14.6);
+    s.window_secs = 6.0;
+    s.offered_messages = 14.6 * 6.0;
+    s.producer_interval_ms = 4.0 * 10.0 / 14.6 * 1000.0;
+    s.achieved_push_rate = 13.3;
+    s.answered_rate = 13.3;
+    assert!(judge(&s, &c).is_empty(), "{:?}", judge(&s, &c));
+    // Half the offer is falling behind, whatever the rounding.
+    s.achieved_push_rate = 7.0;
+    assert_eq!(conditions(&s, &c), [Condition::Achieved]);
+}
+
+#[test]
+fn a_latency_floor_that_does_not_move_with_the_rate_is_named_with_a_target_it_can_meet() {
+    use ackbench::capacity::verdict::{apply, latency_floor};
+    let c = Criteria::with_slo(50.0);
+    let step = |rate: f64, e2e: f64| {
+        let mut s = good(rate);
+        s.e2e_p99_ms = e2e;
+        apply(&mut s, &c);
+        s
+    };
+    // e2e p99 73-83 ms from 12.5 to 250 msg/s: every step fails on latency alone.
+    let steps = [step(12.5, 83.0), step(50.0, 73.0), step(250.0, 80.0)];
+    let words = latency_floor("registry+fusion", &steps, 50.0).expect("a floor");
+    assert!(words.contains("73–83 ms from 12.5 to 250 msg/s"), "{words}");
+    assert!(
+        words.contains("--slo-p99-ms 92"),
+        "83 × 1.1 rounded up: {words}"
+    );
+
+    // Latency that climbs with the rate: the lowest rate's latency is still the floor, said
+    // without claiming it stays flat.
+    let steps = [step(12.5, 60.0), step(50.0, 120.0), step(250.0, 400.0)];
+    let words = latency_floor("x", &steps, 50.0).expect("the lowest rate failed on latency");
+    assert!(
+        words.contains("at 12.5 msg/s, the lowest rate tried, p99 latency was 60 ms"),
+        "{words}"
+    );
+    assert!(
+        words.contains("--slo-p99-ms 75") && !words.contains("stays"),
+        "{words}"
+    );
+    // The lowest rate failed on more than latency: not a latency floor.
+    let mut behind = step(12.5, 83.0);
+    behind.achieved_push_rate = 1.0;
+    apply(&mut behind, &c);
+    assert_eq!(latency_floor("x", &[behind, step(50.0, 73.0)], 50.0), None);
+    // A sustained step: the search found a rate, nothing to explain.
+    let steps = [step(12.5, 20.0), step(50.0, 73.0), step(250.0, 80.0)];
+    assert_eq!(latency_floor("x", &steps, 50.0), None);
+}
+
+#[test]
+fn a_scenario_carries_its_capacity_target_and_a_bad_one_is_refused_by_name() {
+    let s = Scenario::parse("[capacity]\nslo_p99_ms = 120\n", "c.toml").unwrap();
+    assert_eq!(s.capacity.slo_p99_ms, Some(120.0));
+    let err = Scenario::parse("[capacity]\nslo_p99_ms = -1\n", "c.toml").unwrap_err();
+    assert_eq!(err.key(), Some("capacity.slo_p99_ms"), "{err}");
+    let err = Scenario::parse("[capacity]\nslo = 1\n", "c.toml").unwrap_err();
+    assert!(err.to_string().contains("slo"), "{err}");
 }

@@ -222,3 +222,37 @@ fn against_an_external_broker_ratio_gates_do_not_apply_and_baselines_judge_its_c
         "a deployment worse than its own baseline fails"
     );
 }
+
+#[test]
+fn a_gate_on_a_cell_the_run_left_out_is_not_judged_and_recorded_so() {
+    use ackbench_reports::results::GateOutcome;
+    // `--cells none`: the run planned only `none`, so the ratio gate is not judged, recorded
+    // with why, and the run's exit code stays 0.
+    let mut r = results(vec![cell("none", vec![round(1, 1.0, 1.0)])]);
+    r.meta.cell_order = vec!["none".into()];
+    let eval = gates::evaluate(&r, &scenario("").gates, None);
+    assert_eq!(eval.exit_code(), 0, "{}", gates::table(&eval));
+    let gate = eval
+        .verdicts
+        .iter()
+        .find(|v| v.gate == "fusion cuts ack commits");
+    let gate = gate.expect("the gate is recorded");
+    assert_eq!(gate.outcome(), GateOutcome::NotJudged);
+    assert!(gate.detail.contains("registry+fusion"), "{}", gate.detail);
+    assert!(gates::table(&eval).contains("not judged"));
+
+    // Planned but never run (an interrupted run): not judged, and the gate command exits 2.
+    r.meta.cell_order = vec!["registry+fusion".into(), "none".into()];
+    let eval = gates::evaluate(&r, &scenario("").gates, None);
+    assert_eq!(eval.exit_code(), 2);
+    let gate = eval
+        .verdicts
+        .iter()
+        .find(|v| v.gate == "fusion cuts ack commits");
+    assert_eq!(gate.map(|g| g.outcome()), Some(GateOutcome::NotJudged));
+
+    // A cell planned once per topology is not left out: its gate is broken as before.
+    r.meta.cell_order = vec!["registry+fusion@1".into(), "none@1".into()];
+    let eval = gates::evaluate(&r, &scenario("").gates, None);
+    assert_eq!(eval.exit_code(), 2);
+}

@@ -9,6 +9,7 @@
 mod common;
 
 mod capacity;
+mod cli;
 mod end_to_end;
 mod faults;
 mod faults_db;

@@ -112,7 +112,7 @@ pub(super) fn commits_by_procedure(r: &Results, cells: &[String]) -> ChartSpec {
         .map(|p| group(p, cells, |name| calls_per_ack(r, name, p)))
         .collect();
     for (label, key) in [
-        ("ack procedures", "ack_commits_per_ack"),
+        ("ack procedure calls", "ack_commits_per_ack"),
         ("all commits", "commits_per_ack"),
     ] {
         groups.push(group(label, cells, |name| {
@@ -122,9 +122,9 @@ pub(super) fn commits_by_procedure(r: &Results, cells: &[String]) -> ChartSpec {
     }
     by_procedure_chart(
         "commits-by-procedure",
-        "Commits per acked message, by procedure",
-        "Top-level calls of each procedure (each one its own transaction) per acked message; bars are medians over rounds, whiskers min–max. \"ack procedures\" adds the ack procedures up; \"all commits\" is every commit of the database (xact_commit) per acked message. What an accelerator saves is its drop against the none bar.",
-        "commits per acked message",
+        "Calls per acked message, by procedure",
+        "Top-level calls of each procedure per acked message (pg_stat_statements); bars are medians over rounds, whiskers min–max. A call is not always its own transaction: a joint flush pipelines several procedures' statements into one, so calls can add up to more than the commits. \"ack procedure calls\" adds the ack procedures up (the gate's ack_commits_per_ack); \"all commits\" is every transaction the database committed (xact_commit) per acked message, the one bar that counts commits. What an accelerator saves is its drop against the none bar.",
+        "calls per acked message (\"all commits\": commits)",
         Format::Number,
         groups,
         cells,
@@ -183,7 +183,7 @@ fn figure_bar(r: &Results, run: Run, name: &str, def: &FigureDef) -> Bar {
     let note = match (c, on, value) {
         (None, _, _) => Some("not run".to_string()),
         (_, false, _) => Some("off".to_string()),
-        (_, true, None) => Some("no data".to_string()),
+        (Some(c), true, None) => Some(no_value_reason(c, def.key).0.to_string()),
         _ => None,
     };
     Bar {
@@ -191,6 +191,73 @@ fn figure_bar(r: &Results, run: Run, name: &str, def: &FigureDef) -> Bar {
         run,
         value,
         note,
+    }
+}
+
+/// Why a cell has no value of the figure `key` though it applies, from what its rounds show:
+/// (the short note drawn where the bar would stand, the reason in words).
+pub fn no_value_reason(c: &CellResults, key: &str) -> (&'static str, &'static str) {
+    let metric = |name: &str| -> Option<f64> {
+        let values: Vec<f64> = c
+            .rounds
+            .iter()
+            .filter_map(|r| r.broker_metrics.get(name).copied())
+            .collect();
+        (!values.is_empty()).then(|| values.iter().sum())
+    };
+    if c.rounds.is_empty() {
+        return ("not measured", "no round of it finished");
+    }
+    match key {
+        "fusion_rows_per_commit" => match metric("queen_ack_fusion_flushes_total") {
+            None => (
+                "not reported",
+                "the broker's /metrics had no fusion figures",
+            ),
+            Some(_) if !c.registry => (
+                "no flushes",
+                "fusion folds the registry's cursor advances; without the registry it has \
+                 nothing to fold, so its acks commit as none's do",
+            ),
+            Some(_) => (
+                "no flushes",
+                "no ack went through a fusion flush in the window",
+            ),
+        },
+        "registry_hit_rate" => match metric("queen_ack_registry_hits_total") {
+            None => (
+                "not reported",
+                "the broker's /metrics had no registry figures",
+            ),
+            Some(_) => ("no lookups", "no ack reached the registry in the window"),
+        },
+        _ => (
+            "not measured",
+            "the figure has no value in its rounds (see the run's notes)",
+        ),
+    }
+}
+
+/// The reasons behind the bars without a value in `groups`, as a sentence for the caption
+/// (`Why no bar: fusion: ...; none: ...`), empty when every bar applies or is off.
+fn no_bar_reasons(r: &Results, groups: &[BarGroup], key: &str) -> String {
+    let reasons: Vec<String> = groups
+        .iter()
+        .flat_map(|g| &g.bars)
+        .filter(|b| {
+            b.value.is_none()
+                && b.note
+                    .as_deref()
+                    .is_some_and(|n| n != "off" && n != "not run")
+        })
+        .filter_map(|b| {
+            let c = r.cell(&b.cell)?;
+            Some(format!("{}: {}", b.cell, no_value_reason(c, key).1))
+        })
+        .collect();
+    match reasons.is_empty() {
+        true => String::new(),
+        false => format!(" Why no bar: {}.", reasons.join("; ")),
     }
 }
 
@@ -238,7 +305,7 @@ fn accelerator_words(key: &str) -> [&'static str; 4] {
 
 pub(super) fn accelerator_chart(r: &Results, cells: &[String], key: &'static str) -> ChartSpec {
     let def = figure_def(key).expect("known figure");
-    let groups = cells
+    let groups: Vec<BarGroup> = cells
         .iter()
         .map(|name| BarGroup {
             label: name.clone(),
@@ -246,12 +313,13 @@ pub(super) fn accelerator_chart(r: &Results, cells: &[String], key: &'static str
         })
         .collect();
     let [id, title, how, y] = accelerator_words(key);
+    let how = format!("{how}{}", no_bar_reasons(r, &groups, key));
     ChartSpec {
         body: ChartBody::Bars(groups),
         legend: cell_legend(cells, Mark::Box),
         y_max: (def.format == Format::Percent).then_some(100.0),
         faults: Vec::new(),
-        ..cell_bar_chart(id.into(), title.into(), how.into(), y.into())
+        ..cell_bar_chart(id.into(), title.into(), how, y.into())
     }
 }
 

@@ -1,8 +1,11 @@
 //! Two runs side by side: every summary figure of every cell in A and in B, with B/A coloured
-//! only where the runs' ranges over rounds do not overlap.
+//! only where both runs have enough rounds to show their spread and their ranges over rounds do
+//! not overlap; with too few rounds nothing is coloured, and the comparison says why.
 
 use super::format::format_ratio;
-use super::tables::{figure_cell, tone_of, FigureCell, Tone, SUMMARY_FIGURES};
+use super::tables::{
+    colour_note, figure_cell, tone_of, FigureCell, Tone, MIN_ROUNDS_TO_COLOUR, SUMMARY_FIGURES,
+};
 use super::BASELINE;
 use crate::figures::FigureDef;
 use crate::results::Results;
@@ -32,6 +35,19 @@ pub struct Comparison {
     pub rows: Vec<CompareRow>,
     /// Lost messages per cell, A and B.
     pub lost: Vec<(Option<u64>, Option<u64>)>,
+    /// Why nothing is coloured, when the runs have too few rounds.
+    pub colour_note: Option<String>,
+}
+
+/// The fewest rounds any of `cells` has in either run (0 when a cell is missing from both).
+fn fewest_rounds(a: &Results, b: &Results, cells: &[String]) -> u32 {
+    cells
+        .iter()
+        .flat_map(|n| [a.cell(n), b.cell(n)])
+        .flatten()
+        .map(|c| c.summary.rounds.max(c.rounds.len() as u32))
+        .min()
+        .unwrap_or(0)
 }
 
 /// One figure of one cell in both runs.
@@ -46,12 +62,14 @@ fn compare_cell(a: &Results, b: &Results, def: &'static FigureDef, name: &str) -
         (Some(x), Some(y)) if x.median != 0.0 => Some(y.median / x.median),
         _ => None,
     };
+    let rounds = fewest_rounds(a, b, &[name.to_string()]);
     let distinct = match (va, vb) {
-        (Some(x), Some(y)) => x.max < y.min || y.max < x.min,
+        (Some(x), Some(y)) => rounds >= MIN_ROUNDS_TO_COLOUR && (x.max < y.min || y.max < x.min),
         _ => false,
     };
+    // Ranges apart: the ratio of medians is coloured as a ratio whose every round agrees.
     let tone = match ratio {
-        Some(r) if distinct => tone_of(&Spread::of(&[r]), def.better, false),
+        Some(r) if distinct => tone_of(&Spread::of(&[r]), def.better, rounds),
         _ => Tone::Same,
     };
     CompareCell {
@@ -85,5 +103,6 @@ pub(super) fn comparison(a: &Results, b: &Results, cells: &[String]) -> Comparis
         cells: cells.to_vec(),
         rows,
         lost,
+        colour_note: colour_note(fewest_rounds(a, b, cells)),
     }
 }

@@ -69,9 +69,23 @@ pub fn spectrum_points(h: &Histogram<u64>) -> Vec<(f64, f64)> {
     points
 }
 
+/// What the end-to-end latency counts, said under its charts.
+pub const E2E_NOTE: &str = "End-to-end counts each producer message from its intended send time \
+    to its ack's answer, for the messages acked in the measured window: a message pushed in the \
+    warm-up and still queued when the window opened counts its wait, so a warm-up backlog raises \
+    it. Prefilled messages carry no send time and are not counted.";
+
+/// `how` with the end-to-end note after it when `op` is `e2e`.
+fn with_e2e_note(how: String, op: &str) -> String {
+    match op {
+        "e2e" => format!("{how} {E2E_NOTE}"),
+        _ => how,
+    }
+}
+
 fn op_name(op: &str) -> &str {
     match op {
-        "e2e" => "end-to-end (push to ack)",
+        "e2e" => "end-to-end (intended push to ack)",
         other => other,
     }
 }
@@ -99,10 +113,10 @@ pub(super) fn spectrum_chart(
     ChartSpec {
         id: format!("spectrum-{op}"),
         title: format!("Latency percentile spectrum: {}", op_name(op)),
-        how_to_read: format!(
+        how_to_read: with_e2e_note(format!(
             "{} latency at each percentile, from the histograms of all rounds merged (never averaged). Each step right is ten times rarer (90% → 99% → 99.9%); lower is better, and a curve that climbs at the right has a heavy tail.",
             capitalise(op_name(op))
-        ),
+        ), op),
         x: Axis {
             label: "percentile (log scale of 1/(1−p))".into(),
             scale: Scale::Percentile,
@@ -208,9 +222,9 @@ pub(super) fn histogram_chart(
     ChartSpec {
         id: format!("histogram-{op}"),
         title: format!("Latency histogram: {}", op_name(op)),
-        how_to_read: format!(
+        how_to_read: with_e2e_note(format!(
             "Share of {unit} in each latency bucket (10 buckets per decade of a log axis), all rounds merged. The peak is the typical latency; mass to its right is the tail."
-        ),
+        ), op),
         x: Axis {
             label: "latency (ms, log scale)".into(),
             scale: Scale::Log,

@@ -9,6 +9,7 @@ mod chart;
 mod comparison;
 mod faults;
 mod format;
+mod glance;
 mod guarantees;
 mod latency;
 mod peers;
@@ -22,12 +23,13 @@ pub use chart::*;
 pub use comparison::{CompareCell, CompareRow, Comparison};
 pub use faults::FaultRow;
 pub use format::{format_count, format_number, format_ratio, format_value};
+pub use glance::{GlanceRow, Pace};
 pub use guarantees::GuaranteeRow;
 pub use latency::spectrum_points;
 pub use peers::{peer_tables, PeerRow, PeerTable, PEERS, PEER_FIGURES, PEER_NOTE};
 pub use tables::{
-    figure_def, ratio_to, summary_figure, AuditRow, FigureCell, GateRow, GlanceRow, SummaryRow,
-    Tone, KEY_FIGURES, SUMMARY_FIGURES, SUMMARY_SPLIT,
+    figure_def, ratio_to, summary_figure, AuditRow, FigureCell, GateRow, SummaryRow, Tone,
+    KEY_FIGURES, MIN_ROUNDS_TO_COLOUR, SUMMARY_FIGURES, SUMMARY_SPLIT,
 };
 pub use topology::{
     broker_shares, topology_table, BrokerShare, TopologyRow, TopologyTable, TOPOLOGY_FIGURES,
@@ -57,6 +59,8 @@ pub struct RunModel {
     pub verdict: Verdict,
     pub complete: bool,
     pub glance: Vec<GlanceRow>,
+    /// Why no ratio is coloured, when the cells have too few rounds to tell change from noise.
+    pub colour_note: Option<String>,
     pub summary: Vec<SummaryRow>,
     pub audit: Vec<AuditRow>,
     /// "Guarantees": per cell, each guarantee judged over the history (none when unchecked).
@@ -138,8 +142,9 @@ pub fn build(results: &Results) -> ReportModel {
     }
 }
 
-/// What the reader should know before comparing two runs at all.
-fn comparability_warnings(a: &Results, b: &Results) -> Vec<String> {
+/// What the reader should know before comparing two runs at all (the command line prints it
+/// too).
+pub fn comparability_warnings(a: &Results, b: &Results) -> Vec<String> {
     let (ma, mb) = (&a.meta, &b.meta);
     let mut warnings = Vec::new();
     if ma.scenario.hash != mb.scenario.hash {
@@ -256,7 +261,14 @@ fn run_model(r: &Results, tag: &str, label: &str) -> RunModel {
         header: verdict::header(r),
         verdict: verdict::verdict(r),
         complete: r.complete,
-        glance: tables::glance_rows(r),
+        glance: glance::glance_rows(r),
+        colour_note: tables::colour_note(
+            r.cells
+                .iter()
+                .map(|c| c.summary.rounds.max(c.rounds.len() as u32))
+                .min()
+                .unwrap_or(0),
+        ),
         summary: tables::summary_rows(r),
         audit: tables::audit_rows(r),
         guarantees: guarantees::guarantee_rows(r),

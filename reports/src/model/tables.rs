@@ -7,7 +7,7 @@ use std::sync::LazyLock;
 use super::format::{format_number, format_range, format_ratio, format_value, group_thousands};
 use super::BASELINE;
 use crate::figures::{self, Better, FigureDef, Needs, View};
-use crate::results::{Audit, CellResults, Figures, Results};
+use crate::results::{Audit, CellResults, Figures, GateOutcome, Results};
 use crate::stats::Spread;
 
 /// The columns of the summary table, in order (the catalogue's `View::Summary` figures). The
@@ -87,18 +87,31 @@ pub enum Tone {
     Same,
 }
 
-pub(super) fn tone_of(ratio: &Spread, better: Better, several: bool) -> Tone {
-    // With several rounds a change counts only when every round agrees on its direction; a
-    // single round needs a 2% move.
-    // Changes under 1% are not worth a colour either way.
-    let (lo, hi) = if several {
-        (
-            ratio.max < 1.0 && ratio.median < 0.99,
-            ratio.min > 1.0 && ratio.median > 1.01,
+/// The fewest rounds whose range a ratio is coloured by: with fewer, a range over rounds says
+/// too little about noise (with one round it is a point), so nothing is coloured.
+pub const MIN_ROUNDS_TO_COLOUR: u32 = 3;
+
+/// The note a table shows when its runs have too few rounds to colour anything, if they do.
+pub fn colour_note(rounds: u32) -> Option<String> {
+    (rounds < MIN_ROUNDS_TO_COLOUR).then(|| {
+        format!(
+            "No ratio is coloured: with {rounds} round{} per cell there is no spread to tell a \
+             change from noise. Ratios are coloured only where their range over at least \
+             {MIN_ROUNDS_TO_COLOUR} rounds excludes 1 (run with --rounds {MIN_ROUNDS_TO_COLOUR} or more).",
+            if rounds == 1 { "" } else { "s" }
         )
-    } else {
-        (ratio.median < 0.98, ratio.median > 1.02)
-    };
+    })
+}
+
+/// How a ratio over `rounds` rounds reads against the figure's better direction: better or worse
+/// only when there are enough rounds and its range over them (min–max) excludes 1, by at least
+/// 1% at the median (changes under 1% are not worth a colour either way).
+pub(super) fn tone_of(ratio: &Spread, better: Better, rounds: u32) -> Tone {
+    if rounds < MIN_ROUNDS_TO_COLOUR {
+        return Tone::Same;
+    }
+    let lo = ratio.max < 1.0 && ratio.median < 0.99;
+    let hi = ratio.min > 1.0 && ratio.median > 1.01;
     match (better, lo, hi) {
         (Better::Lower, true, _) | (Better::Higher, _, true) => Tone::Better,
         (Better::Lower, _, true) | (Better::Higher, true, _) => Tone::Worse,
@@ -121,6 +134,9 @@ pub struct FigureCell {
     pub ratio_text: Option<String>,
     pub ratio_spread_text: Option<String>,
     pub tone: Tone,
+    /// Why a figure that applies has no value (`—`), in words: e.g. fusion without the
+    /// registry has nothing to fold.
+    pub why_none: Option<&'static str>,
 }
 
 pub(super) fn figure_cell(
@@ -152,7 +168,9 @@ pub(super) fn figure_cell(
         _ => None,
     };
     let several = rounds > 1;
+    let why_none = (on && value.is_none()).then(|| super::bars::no_value_reason(cell, def.key).1);
     FigureCell {
+        why_none,
         key: def.key,
         value,
         text,
@@ -162,7 +180,7 @@ pub(super) fn figure_cell(
             .filter(|r| several && format_number(r.min) != format_number(r.max))
             .map(|r| format!("{}–{}", format_number(r.min), format_number(r.max))),
         tone: ratio
-            .map(|r| tone_of(&r, def.better, several))
+            .map(|r| tone_of(&r, def.better, rounds))
             .unwrap_or(Tone::Same),
         ratio,
     }
@@ -208,21 +226,6 @@ pub(super) fn audit_text(a: &Audit) -> String {
     t
 }
 
-/// A row of the "at a glance" table: what an accelerated cell does against the baseline.
-#[derive(Debug, Clone, PartialEq)]
-pub struct GlanceRow {
-    pub cell: String,
-    pub commits_per_ack: FigureCell,
-    /// e.g. "saves 912 commits per 1,000 acked messages (91% fewer)".
-    pub commits_saved_text: String,
-    pub ack_p50: FigureCell,
-    pub ack_p99: FigureCell,
-    pub ack_throughput: FigureCell,
-    pub lost: u64,
-    pub duplicates: u64,
-    pub lost_text: String,
-}
-
 /// An audit row: the summed audit of a cell, or one round's.
 #[derive(Debug, Clone, PartialEq)]
 pub struct AuditRow {
@@ -239,8 +242,8 @@ pub struct GateRow {
     pub kind: String,
     pub measured: String,
     pub threshold: String,
-    pub passed: bool,
-    /// `holds`, `FAILED` or `not applicable`.
+    pub outcome: GateOutcome,
+    /// `held`, `FAILED` or `not judged`, as the terminal writes it.
     pub verdict: &'static str,
     pub detail: String,
 }
@@ -257,7 +260,7 @@ pub(super) fn summary_rows(r: &Results) -> Vec<SummaryRow> {
             rounds: c.summary.rounds.max(c.rounds.len() as u32),
             figures: SUMMARY_FIGURES
                 .iter()
-                .map(|&d| figure_cell(d, c, base))
+                .map(|&d| paced(figure_cell(d, c, base), r))
                 .collect(),
             audit: c.summary.audit.clone(),
             audit_text: audit_text(&c.summary.audit),
@@ -266,11 +269,25 @@ pub(super) fn summary_rows(r: &Results) -> Vec<SummaryRow> {
         .collect()
 }
 
+/// Throughput figures of an open-loop run uncoloured: the offered rate sets them, and a cell
+/// that drained a bigger warm-up backlog in its window acks faster without being faster ("At a
+/// glance" judges each cell's pace against the offer).
+pub(super) fn paced(mut f: FigureCell, r: &Results) -> FigureCell {
+    if r.meta.offered_rate.is_some() && matches!(f.key, "ack_throughput" | "push_throughput") {
+        f.tone = Tone::Same;
+    }
+    f
+}
+
 /// What the cell's commits per acked message save (or cost) against the baseline, in words.
 /// What a cell does to commits against the baseline, the ack path and the whole message cycle
 /// apart: "ack-path commits −66% (saves 660 per 1,000 acked messages); all commits +21% (210
 /// more), because the rest of the cycle grew: see Commits by procedure".
-fn commits_saved_text(c: &CellResults, base: Option<&CellResults>, cpa: &FigureCell) -> String {
+pub(super) fn commits_saved_text(
+    c: &CellResults,
+    base: Option<&CellResults>,
+    cpa: &FigureCell,
+) -> String {
     match (base, &cpa.value) {
         (Some(b), Some(_)) if b.name != c.name => {
             let ack = per_thousand_change(c, b, "ack_commits_per_ack");
@@ -319,34 +336,6 @@ fn change_words(what: &str, change: Option<(f64, f64)>) -> String {
     }
 }
 
-/// The "at a glance" rows: what each cell does against the baseline.
-pub(super) fn glance_rows(r: &Results) -> Vec<GlanceRow> {
-    let base = r.cell(BASELINE);
-    r.cells
-        .iter()
-        .map(|c| {
-            let get = |k: &str| figure_cell(figure_def(k).expect("known figure"), c, base);
-            let cpa = get("commits_per_ack");
-            let a = &c.summary.audit;
-            GlanceRow {
-                cell: c.name.clone(),
-                commits_saved_text: commits_saved_text(c, base, &cpa),
-                commits_per_ack: cpa,
-                ack_p50: get("latency_ms.ack.p50"),
-                ack_p99: get("latency_ms.ack.p99"),
-                ack_throughput: get("ack_throughput"),
-                lost: a.lost,
-                duplicates: a.duplicates,
-                lost_text: if a.lost == 0 {
-                    "0 lost".into()
-                } else {
-                    format!("{} LOST", group_thousands(a.lost as f64))
-                },
-            }
-        })
-        .collect()
-}
-
 /// The audit rows: each cell's total over rounds first, then every round of every cell.
 pub(super) fn audit_rows(r: &Results) -> Vec<AuditRow> {
     let row = |cell: &str, round: Option<u32>, audit: &Audit| AuditRow {
@@ -386,7 +375,7 @@ pub(super) fn gate_rows(r: &Results) -> Vec<GateRow> {
             kind: g.kind.clone(),
             measured: measured_text(&g.measured),
             threshold: format_number(g.threshold),
-            passed: g.passed,
+            outcome: g.outcome(),
             verdict: g.word(),
             detail: g.detail.clone(),
         })
@@ -403,21 +392,18 @@ mod tests {
     }
 
     #[test]
-    fn tone_needs_every_round_to_agree() {
+    fn tone_needs_enough_rounds_and_every_round_to_agree() {
         let s = |median, min, max| Spread { median, min, max };
-        assert_eq!(
-            tone_of(&s(0.5, 0.4, 0.6), Better::Lower, true),
-            Tone::Better
-        );
-        assert_eq!(tone_of(&s(0.9, 0.8, 1.1), Better::Lower, true), Tone::Same);
-        assert_eq!(tone_of(&s(1.5, 1.2, 1.9), Better::Lower, true), Tone::Worse);
-        assert_eq!(
-            tone_of(&s(1.5, 1.2, 1.9), Better::Higher, true),
-            Tone::Better
-        );
-        assert_eq!(
-            tone_of(&s(1.5, 1.2, 1.9), Better::Neither, true),
-            Tone::Same
-        );
+        let r = MIN_ROUNDS_TO_COLOUR;
+        assert_eq!(tone_of(&s(0.5, 0.4, 0.6), Better::Lower, r), Tone::Better);
+        assert_eq!(tone_of(&s(0.9, 0.8, 1.1), Better::Lower, r), Tone::Same);
+        assert_eq!(tone_of(&s(1.5, 1.2, 1.9), Better::Lower, r), Tone::Worse);
+        assert_eq!(tone_of(&s(1.5, 1.2, 1.9), Better::Higher, r), Tone::Better);
+        assert_eq!(tone_of(&s(1.5, 1.2, 1.9), Better::Neither, r), Tone::Same);
+        // One round's "range" is a point, two rounds a thin one: nothing is coloured.
+        assert_eq!(tone_of(&s(0.5, 0.5, 0.5), Better::Lower, 1), Tone::Same);
+        assert_eq!(tone_of(&s(0.5, 0.4, 0.6), Better::Lower, 2), Tone::Same);
+        assert!(colour_note(1).unwrap().contains("with 1 round per cell"));
+        assert_eq!(colour_note(r), None);
     }
 }

@@ -2,7 +2,7 @@
 //! and the gates, summed up in one headline.
 
 use super::format::{format_number, gib, group_thousands, secs};
-use crate::results::{Results, RunMeta};
+use crate::results::{GateOutcome, Results, RunMeta};
 
 /// A run's facts: what ran, when, where.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -299,41 +299,72 @@ fn cell_warnings(r: &Results) -> Vec<(Status, String)> {
     items
 }
 
-fn failed_gates(r: &Results) -> Vec<&str> {
-    r.gates
-        .iter()
-        .filter(|g| !g.passed)
-        .map(|g| g.gate.as_str())
-        .collect()
+/// How many gates held, failed and were not judged, and the names of those that failed.
+struct GateCount<'a> {
+    held: usize,
+    failed: Vec<&'a str>,
+    not_judged: usize,
+}
+
+fn gate_count(r: &Results) -> GateCount<'_> {
+    let outcome = |o: GateOutcome| r.gates.iter().filter(move |g| g.outcome() == o);
+    GateCount {
+        held: outcome(GateOutcome::Held).count(),
+        failed: outcome(GateOutcome::Failed)
+            .map(|g| g.gate.as_str())
+            .collect(),
+        not_judged: outcome(GateOutcome::NotJudged).count(),
+    }
+}
+
+/// `, 2 not judged` when some gate was not judged.
+fn not_judged_words(n: usize) -> String {
+    match n {
+        0 => String::new(),
+        n => format!(", {n} not judged"),
+    }
 }
 
 fn gates_item(r: &Results) -> (Status, String) {
-    let failed = failed_gates(r);
+    let c = gate_count(r);
     let n = r.gates.len();
+    let judged = n - c.not_judged;
+    let rest = not_judged_words(c.not_judged);
     if n == 0 {
         let text = "No gates were evaluated (the scenario has none).";
         (Status::Info, text.to_string())
-    } else if failed.is_empty() && n == 1 {
-        (Status::Passed, "Gates: the one gate holds.".to_string())
-    } else if failed.is_empty() {
-        (Status::Passed, format!("Gates: all {n} hold."))
-    } else {
+    } else if !c.failed.is_empty() {
         let text = format!(
-            "Gates FAILED: {} of {n} do not hold ({}).",
-            failed.len(),
-            failed.join("; ")
+            "Gates FAILED: {} of {n} do not hold ({}){rest}.",
+            c.failed.len(),
+            c.failed.join("; ")
         );
         (Status::Failed, text)
+    } else if judged == 0 {
+        let text = format!("Gates: none of {n} could be judged (see the Gates table).");
+        (Status::Info, text)
+    } else if c.not_judged > 0 {
+        let text = format!(
+            "Gates: {} of {n} held{rest} (see the Gates table for why).",
+            c.held
+        );
+        (Status::Passed, text)
+    } else if n == 1 {
+        (Status::Passed, "Gates: the one gate held.".to_string())
+    } else {
+        (Status::Passed, format!("Gates: all {n} held."))
     }
 }
 
 /// The one line at the top: status, audit and gates in short.
 fn headline(r: &Results, status: Status) -> String {
-    let (failed, n) = (failed_gates(r).len(), r.gates.len());
-    let gates = match (n, failed) {
+    let c = gate_count(r);
+    let n = r.gates.len();
+    let rest = not_judged_words(c.not_judged);
+    let gates = match (n, c.failed.len()) {
         (0, _) => "no gates".to_string(),
-        (n, 0) => format!("{n}/{n} gates hold"),
-        (n, failed) => format!("{failed}/{n} gates FAILED"),
+        (n, 0) => format!("{}/{n} gates held{rest}", c.held),
+        (n, failed) => format!("{failed}/{n} gates FAILED{rest}"),
     };
     let undrained: u64 = r.cells.iter().map(|c| c.summary.audit.undrained).sum();
     let broken = !super::guarantees::broken_words(r).is_empty();

@@ -14,7 +14,7 @@ const CSS: &str = r#"
 *{box-sizing:border-box}
 body{margin:0;background:#eef1f4;color:var(--fg);font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,"Helvetica Neue",Arial,sans-serif}
 main{max-width:1440px;margin:0 auto;padding:20px 24px 40px}
-h1{font-size:24px;margin:0 0 2px}h2{font-size:18px;margin:0 0 10px}h3{font-size:15px;margin:14px 0 6px}
+h1{font-size:24px;margin:0 0 2px}h2{font-size:18px;margin:0 0 10px}h2.inline{display:inline;margin:0}h3{font-size:15px;margin:14px 0 6px}
 .sub{color:var(--muted);margin:0 0 12px}
 section{background:#fff;border:1px solid var(--line);border-radius:8px;padding:16px 20px;margin:14px 0}
 .banner{border-radius:8px;padding:14px 20px;margin:14px 0;font-size:18px;font-weight:700;color:#fff;background:var(--bad)}
@@ -31,7 +31,7 @@ th .unit{display:block;font-weight:400;color:var(--muted);font-size:11.5px}
 .sp{display:block;color:var(--muted);font-size:11.5px}
 .sw{display:inline-block;width:11px;height:11px;border-radius:2px;margin-right:6px;vertical-align:-1px}
 .scroll{overflow-x:auto}
-.help{color:var(--muted);margin:0 0 10px;max-width:1100px}
+.help{color:var(--muted);margin:0 0 10px;max-width:1100px}.colour-note{margin:0 0 10px;padding:6px 10px;border-left:3px solid #bf8700;background:#fff8c5;max-width:1100px}
 .charts{display:grid;grid-template-columns:repeat(auto-fill,minmax(560px,1fr));gap:18px}
 figure{margin:0;min-width:0}figure.wide{grid-column:1/-1}
 figure svg{display:block;width:100%;height:auto;border:1px solid #eaeef2;border-radius:4px}

@@ -63,6 +63,7 @@ pub(super) fn table(m: &ReportModel, c: &Comparison) -> Markup {
                 ". Medians over each run's rounds (min–max under them); B/A is the ratio of the \
                  medians, coloured only where the two runs' ranges over rounds do not overlap."
             }
+            (super::run::colour_note(&c.colour_note))
             div class="scroll" { table class="compare" {
                 thead {
                     tr {

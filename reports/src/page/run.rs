@@ -4,12 +4,14 @@
 
 use maud::{html, Markup};
 
+use crate::results::GateOutcome;
+
 use super::chrome::{facts, notes_and_scenario, swatch, th_with_unit, warnings};
 use super::compare;
 use crate::model::{
-    format_count, format_number, format_value, AuditRow, FigureCell, Format, PeerTable,
-    ReportModel, RunModel, Status, SummaryRow, Tone, BASELINE, PEER_NOTE, SUMMARY_FIGURES,
-    SUMMARY_SPLIT, TOPOLOGY_NOTE,
+    format_count, format_number, format_value, AuditRow, FigureCell, Format, Pace, PeerTable,
+    ReportModel, RunModel, Status, SummaryRow, Tone, BASELINE, MIN_ROUNDS_TO_COLOUR, PEER_NOTE,
+    SUMMARY_FIGURES, SUMMARY_SPLIT, TOPOLOGY_NOTE,
 };
 
 /// The line under the title: when and where, or which two runs are compared.
@@ -35,11 +37,11 @@ pub(super) fn body(m: &ReportModel, charts: &[Markup]) -> Markup {
     html! {
         @for run in &m.runs { (banner(run)) }
         (side_by_side(m, verdict))
+        @if !compared { (glance(&m.runs[0])) }
         (warnings(&m.warnings))
         (side_by_side(m, run_facts))
         @match &m.comparison {
             None => {
-                (glance(&m.runs[0]))
                 (summary(&m.runs[0], "summary", "Summary"))
                 (topology(&m.runs[0]))
                 (peers(&m.runs[0]))
@@ -141,11 +143,14 @@ fn run_facts(run: &RunModel) -> Markup {
     let extra = html! {
         @if !settings.is_empty() { dt { "PostgreSQL settings" } dd { (settings.join(" · ")) } }
     };
+    // Folded: the verdict and "At a glance" come first; the facts are there when wanted.
     html! {
         section id=(run_id("run", run)) {
-            h2 { (title) }
-            (facts(&hd.facts, extra))
-            (notes_and_scenario(&hd.notes, &hd.scenario_name, &hd.scenario_text))
+            details class="run-facts" {
+                summary { h2 class="inline" { (title) ": scenario, machine, versions and notes" } }
+                (facts(&hd.facts, extra))
+                (notes_and_scenario(&hd.notes, &hd.scenario_name, &hd.scenario_text))
+            }
         }
     }
 }
@@ -169,7 +174,9 @@ pub(super) fn value(f: &FigureCell, with_ratio: bool) -> Markup {
 fn figure_td(f: &FigureCell) -> Markup {
     html! {
         td data-key=(f.key) data-median=[f.value.map(|v| v.median.to_string())]
-            data-ratio=[f.ratio.map(|r| r.median.to_string())] { (value(f, true)) }
+            data-ratio=[f.ratio.map(|r| r.median.to_string())] title=[f.why_none] {
+            (value(f, true))
+        }
     }
 }
 
@@ -245,32 +252,44 @@ fn peer_table(t: &PeerTable) -> Markup {
 }
 
 fn glance(run: &RunModel) -> Markup {
+    let open_loop = run.glance.iter().any(|g| g.pace != Pace::NotJudged);
     html! {
         section id="glance" {
             h2 { "At a glance: what each accelerator does" }
             p class="help" {
                 "Medians over rounds. × is the ratio to the " b { (BASELINE) }
-                " cell (both accelerators off) taken round by round, with its range over rounds; \
-                 green where every round improved, red where every round got worse."
+                " cell (both accelerators off) taken round by round, with its range over rounds; green where every round improved, red where every round got worse (with at least " (MIN_ROUNDS_TO_COLOUR) " rounds). Fusion's gate judges ack commits per acked message, the registry's PostgreSQL time per acked message."
+                @if open_loop {
+                    " Producers offer a fixed rate (open loop), so throughput is judged against it, not against another cell: a cell that drained a bigger warm-up backlog in its window acks faster without being faster."
+                }
             }
+            (colour_note(&run.colour_note))
             div class="scroll" { table {
                 thead { tr {
                     th class="l" { "cell" }
-                    th { (th_with_unit("commits per acked message", "× vs none")) }
+                    th { (th_with_unit("ack commits per acked message", "fusion's figure, × vs none")) }
+                    th { (th_with_unit("PostgreSQL time per acked message", "ms, the registry's figure, × vs none")) }
+                    th { (th_with_unit("commits per acked message", "all, × vs none")) }
                     th class="l" { "commits saved" }
-                    th { (th_with_unit("ack latency p50", "ms, × vs none")) }
                     th { (th_with_unit("ack latency p99", "ms, × vs none")) }
-                    th { (th_with_unit("ack throughput", "msg/s, × vs none")) }
+                    th { (th_with_unit("ack throughput", "msg/s")) }
+                    th class="l" { "kept up?" }
                     th { "audit" }
                 } }
                 tbody { @for g in &run.glance {
                     tr data-cell=(g.cell) {
                         th scope="row" { (swatch(&g.cell)) (g.cell) }
+                        (figure_td(&g.ack_commits_per_ack))
+                        (figure_td(&g.pg_ms_per_ack))
                         (figure_td(&g.commits_per_ack))
                         td class="l wrap" { (g.commits_saved_text) }
-                        (figure_td(&g.ack_p50))
                         (figure_td(&g.ack_p99))
                         (figure_td(&g.ack_throughput))
+                        td class=(match g.pace {
+                            Pace::KeptUp => "l wrap ok",
+                            Pace::FellBehind => "l wrap bad",
+                            Pace::NotJudged => "l wrap",
+                        }) data-pace=(format!("{:?}", g.pace)) { (g.pace_text) }
                         td class=(if g.lost == 0 { "ok" } else { "bad" }) {
                             (g.lost_text)
                             @if g.duplicates > 0 {
@@ -283,6 +302,13 @@ fn glance(run: &RunModel) -> Markup {
                 } }
             } }
         }
+    }
+}
+
+/// Why no ratio is coloured, as a visible note, when the rounds are too few.
+pub(super) fn colour_note(note: &Option<String>) -> Markup {
+    html! {
+        @if let Some(n) = note { p class="colour-note" { (n) } }
     }
 }
 
@@ -347,9 +373,10 @@ fn summary(run: &RunModel, id: &str, title: &str) -> Markup {
                 @if rounds != 1 { "s" }
                 @if rounds > 1 { ", with min–max under it" }
                 "; × is its ratio to " b { (BASELINE) }
-                ", computed within each round and then summarised. \"off\": the figure needs an \
-                 accelerator the cell runs without."
+                ", computed within each round and then summarised; coloured where its range over \
+                 rounds excludes 1. \"off\": the figure needs an accelerator the cell runs without."
             }
+            (colour_note(&run.colour_note))
             (summary_part(run, id, 1, "Throughput and what an acked message costs", 0..split))
             (summary_part(run, id, 2, "Accelerators, ack latency and the audit",
                 split..SUMMARY_FIGURES.len()))
@@ -507,7 +534,11 @@ fn gates(run: &RunModel) -> Markup {
                             td class="l" { (g.kind) }
                             td { (g.measured) }
                             td { (g.threshold) }
-                            td class=(if g.passed { "l ok" } else { "l bad" }) {
+                            td class=(match g.outcome {
+                                GateOutcome::Held => "l ok",
+                                GateOutcome::Failed => "l bad",
+                                GateOutcome::NotJudged => "l",
+                            }) {
                                 (g.verdict)
                             }
                             td class="l detail" { (g.detail) }

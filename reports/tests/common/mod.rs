@@ -487,6 +487,7 @@ pub fn results_sized(rounds: u32, seconds: usize, samples: usize) -> Results {
                 "Closing pg_stat_database / pg_stat_wal snapshots taken after the broker's connections closed (counters lag while busy).".into(),
             ],
             shards: None,
+            offered_rate: None,
         },
         cells,
         gates: vec![GateVerdict {
@@ -497,6 +498,7 @@ pub fn results_sized(rounds: u32, seconds: usize, samples: usize) -> Results {
             passed: measured.max <= 0.7,
             detail: "every round within the threshold".into(),
             not_applicable: false,
+            not_judged: false,
         }],
     }
 }
