@@ -1,25 +1,40 @@
 //! Finding the broker binary a run starts per cell: `--broker-bin`, else the one beside this
 //! executable, else building it with cargo when running from the workspace (so the README's one
-//! command works on a fresh clone). A build says what it builds and why before it starts, and
-//! shows cargo's own progress, because a first build takes a minute or more.
+//! command works on a fresh clone). The one beside this executable is rebuilt only when one of
+//! the broker's sources in the workspace is newer than it, so the README's command (one cargo
+//! build of both packages, then the run) builds once. A build says what it builds and why before
+//! it starts, and shows cargo's own progress, because a first build takes a minute or more.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::Instant;
+use std::time::{Instant, SystemTime};
+
+/// What the broker binary is built from, relative to the workspace: a change to any file below
+/// these makes the binary beside this executable stale.
+const BROKER_SOURCES: &[&str] = &[
+    "Cargo.toml",
+    "Cargo.lock",
+    "broker/Cargo.toml",
+    "broker/src",
+    "wire/Cargo.toml",
+    "wire/src",
+    "sql",
+];
 
 /// Why the broker beside this executable cannot be used as it is.
 enum BuildReason {
     Missing,
-    /// Older than this executable, so it may predate the workspace's current sources.
-    OlderThanLoadGenerator,
+    /// A source of the broker changed after the binary was built.
+    SourceNewer(PathBuf),
 }
 
 impl BuildReason {
     fn words(&self, broker: &Path) -> String {
         match self {
             BuildReason::Missing => format!("{} does not exist yet", broker.display()),
-            BuildReason::OlderThanLoadGenerator => format!(
-                "{} is older than ackbench, so it may predate the sources",
+            BuildReason::SourceNewer(source) => format!(
+                "{} changed after {} was built",
+                source.display(),
                 broker.display()
             ),
         }
@@ -38,13 +53,51 @@ pub fn locate(explicit: Option<&Path>) -> Result<PathBuf, String> {
     let me = std::env::current_exe().map_err(|e| e.to_string())?;
     let dir = binaries_dir(&me)?;
     let beside = dir.join("ackbench-broker");
-    let reason = match (beside.is_file(), is_older(&beside, &me)) {
-        (false, _) => BuildReason::Missing,
-        (true, true) => BuildReason::OlderThanLoadGenerator,
-        (true, false) => return Ok(beside),
+    let reason = match beside.is_file() {
+        false => BuildReason::Missing,
+        true => match newer_source(&workspace(), modified(&beside)) {
+            Some(source) => BuildReason::SourceNewer(source),
+            None => return Ok(beside),
+        },
     };
     build(&beside, &reason, dir.ends_with("release"))?;
     Ok(beside)
+}
+
+/// The workspace this executable was built from.
+fn workspace() -> PathBuf {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    manifest.parent().unwrap_or(manifest).to_path_buf()
+}
+
+/// A file among the broker's sources in `workspace` modified after `built`; `None` when there
+/// is none, when `built` is unknown, or when the workspace is not on this machine (an installed
+/// binary is used as it is).
+fn newer_source(workspace: &Path, built: Option<SystemTime>) -> Option<PathBuf> {
+    let built = built?;
+    BROKER_SOURCES
+        .iter()
+        .find_map(|part| newer_below(&workspace.join(part), built))
+}
+
+/// `path`, or a file below it, when modified after `built`.
+fn newer_below(path: &Path, built: SystemTime) -> Option<PathBuf> {
+    let meta = std::fs::metadata(path).ok()?;
+    if !meta.is_dir() {
+        return meta
+            .modified()
+            .is_ok_and(|m| m > built)
+            .then(|| path.to_path_buf());
+    }
+    std::fs::read_dir(path)
+        .ok()?
+        .flatten()
+        .find_map(|entry| newer_below(&entry.path(), built))
+}
+
+/// When `path` was last modified, if known.
+fn modified(path: &Path) -> Option<SystemTime> {
+    std::fs::metadata(path).and_then(|m| m.modified()).ok()
 }
 
 /// The directory the workspace's binaries are built into (a test binary sits one level down,
@@ -60,9 +113,7 @@ fn binaries_dir(me: &Path) -> Result<&Path, String> {
 /// Runs `cargo build -p ackbench -p ackbench-broker` in the workspace with cargo's progress on
 /// stderr.
 fn build(broker: &Path, reason: &BuildReason, release: bool) -> Result<(), String> {
-    let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .ok_or("no workspace")?;
+    let workspace = workspace();
     if !workspace.join("broker").is_dir() {
         return Err(
             "ackbench-broker not found beside ackbench; build it or pass --broker-bin".into(),
@@ -70,7 +121,7 @@ fn build(broker: &Path, reason: &BuildReason, release: bool) -> Result<(), Strin
     }
     let mut cargo = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
     cargo
-        .current_dir(workspace)
+        .current_dir(&workspace)
         // Both packages, as the README and CI build them: cargo unifies features over the
         // packages it builds, so building the broker alone would compile the shared crates
         // a second time, with another feature set.
@@ -100,12 +151,6 @@ fn build(broker: &Path, reason: &BuildReason, release: bool) -> Result<(), Strin
     Ok(())
 }
 
-/// True when `broker` was modified before `me` (false when either time is unknown).
-fn is_older(broker: &Path, me: &Path) -> bool {
-    let modified = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
-    matches!((modified(broker), modified(me)), (Some(b), Some(m)) if b < m)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -125,8 +170,41 @@ mod tests {
             BuildReason::Missing.words(broker),
             "/ws/target/release/ackbench-broker does not exist yet"
         );
-        assert!(BuildReason::OlderThanLoadGenerator
-            .words(broker)
-            .contains("older than ackbench"));
+        let why = BuildReason::SourceNewer("/ws/broker/src/lib.rs".into()).words(broker);
+        assert_eq!(
+            why,
+            "/ws/broker/src/lib.rs changed after /ws/target/release/ackbench-broker was built"
+        );
+    }
+
+    #[test]
+    fn only_a_source_newer_than_the_binary_makes_it_stale() {
+        let ws = std::env::temp_dir().join(format!("ackbench-sources-{}", std::process::id()));
+        std::fs::create_dir_all(ws.join("broker/src")).unwrap();
+        std::fs::write(ws.join("broker/src/lib.rs"), "").unwrap();
+        let written = modified(&ws.join("broker/src/lib.rs")).unwrap();
+        let later = written + std::time::Duration::from_secs(60);
+        let earlier = written - std::time::Duration::from_secs(60);
+        assert_eq!(
+            newer_source(&ws, Some(later)),
+            None,
+            "built after the change"
+        );
+        assert_eq!(
+            newer_source(&ws, Some(earlier)),
+            Some(ws.join("broker/src/lib.rs")),
+            "built before the change"
+        );
+        assert_eq!(
+            newer_source(&ws, None),
+            None,
+            "unknown build time: used as it is"
+        );
+        assert_eq!(
+            newer_source(&ws.join("gone"), Some(earlier)),
+            None,
+            "no workspace"
+        );
+        std::fs::remove_dir_all(&ws).unwrap();
     }
 }
