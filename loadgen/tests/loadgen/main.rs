@@ -15,6 +15,7 @@ mod faults;
 mod faults_db;
 mod gates;
 mod guarantees;
+mod house;
 mod queen_target;
 mod scenario_parsing;
 mod shards;
