@@ -208,7 +208,7 @@ fn step_line(label: &str, s: &Step) -> String {
         format_number(s.answered_per_group()),
         s.backlog_growth,
         format_number(s.ack_p99_ms),
-        format_number(s.e2e_p99_ms),
+        format_number(s.judged_e2e_p99_ms()),
         format_number(s.charted_commits()),
         format_number(s.loadgen_cpu_cores),
         format_number(s.schedule_lag_p99_ms),

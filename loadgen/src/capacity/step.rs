@@ -122,6 +122,7 @@ fn figures(cr: &CellRound<'_>, w: &Window, ctx: &CellContext) -> Step {
         ack_p99_ms: p("ack", 0.99),
         e2e_p50_ms: p("e2e", 0.50),
         e2e_p99_ms: p("e2e", 0.99),
+        e2e_first_p99_ms: p("e2e_first", 0.99),
         commits_per_sec: pg
             .as_ref()
             .map(|g| g.xact_commit / secs)

@@ -153,7 +153,14 @@ pub fn judge(s: &Step, c: &Criteria) -> Vec<Failure> {
     let slo = c.slo_p99_ms;
     for (condition, name, v) in [
         (Condition::AckP99, "ack", s.ack_p99_ms),
-        (Condition::E2eP99, "e2e", s.e2e_p99_ms),
+        (
+            Condition::E2eP99,
+            match s.e2e_first_p99_ms.is_finite() {
+                true => "first-delivery e2e",
+                false => "e2e",
+            },
+            s.judged_e2e_p99_ms(),
+        ),
     ] {
         if v.is_nan() {
             fail(condition, format!("no {name} latency measured"));
@@ -222,7 +229,7 @@ pub fn select(steps: &[Step]) -> (Option<f64>, Option<f64>) {
 /// The sentence says so, says whether p99 moved with the rate, and names a target the scenario
 /// can meet; None when a step was sustained or the lowest one failed on more than latency.
 pub fn latency_floor(cell: &str, steps: &[Step], slo_p99_ms: f64) -> Option<String> {
-    let p99 = |s: &Step| s.ack_p99_ms.max(s.e2e_p99_ms);
+    let p99 = |s: &Step| s.ack_p99_ms.max(s.judged_e2e_p99_ms());
     let by_rate = |a: &&Step, b: &&Step| a.offered_rate.total_cmp(&b.offered_rate);
     let measured: Vec<&Step> = steps.iter().filter(|s| p99(s).is_finite()).collect();
     let lowest = measured.iter().copied().min_by(by_rate)?;

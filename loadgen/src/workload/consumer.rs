@@ -251,14 +251,17 @@ fn record_answers<C: Consume>(
             answered,
         };
         ctx.history.answered(items.first_record + i, &outcome);
-        if ctx
+        let first = ctx
             .ledger
-            .answered(plan.group_index, &w.hashes[m], acked, r.dlq, r.dropped)
-        {
+            .answered(plan.group_index, &w.hashes[m], acked, r.dlq, r.dropped);
+        if let Some(first) = first {
             Counters::bump(&ctx.counters.acked_messages, 1);
             if let Some(ts) = measuring.then(|| items.batch.sent_at(m)).flatten() {
-                ctx.latency
-                    .record("e2e", Duration::from_micros(now.saturating_sub(ts)));
+                let e2e = Duration::from_micros(now.saturating_sub(ts));
+                ctx.latency.record("e2e", e2e);
+                if first.on_first_delivery() {
+                    ctx.latency.record("e2e_first", e2e);
+                }
             }
         }
     }

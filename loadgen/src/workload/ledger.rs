@@ -77,6 +77,19 @@ impl Fate {
     }
 }
 
+/// The first successful ack of a (message, group), with how many deliveries it took.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FirstAck {
+    pub deliveries: u32,
+}
+
+impl FirstAck {
+    /// Acked on the delivery it first got (no retry, no lease expiry before it).
+    pub fn on_first_delivery(self) -> bool {
+        self.deliveries <= 1
+    }
+}
+
 /// A push not (yet) booked as queued: in flight, or failed on the client.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Sent {
@@ -196,7 +209,7 @@ impl Ledger {
         }
     }
 
-    /// Records an ack answer; returns true when this is the message's first successful ack.
+    /// Records an ack answer; returns the first successful ack of the message, if this is it.
     pub fn answered(
         &self,
         group: usize,
@@ -204,10 +217,10 @@ impl Ledger {
         acked: bool,
         dead_lettered: bool,
         dropped: bool,
-    ) -> bool {
+    ) -> Option<FirstAck> {
         let mut b = self.book.lock().expect("ledger lock");
         if !b.fates[group].contains_key(txn) && b.unexpected[group].contains(txn) {
-            return false;
+            return None;
         }
         b.owed += u64::from(owe(&mut b.fates[group], txn));
         let f = b.fates[group].get_mut(txn).expect("owed above");
@@ -217,13 +230,14 @@ impl Ledger {
         f.dead_lettered |= dead_lettered;
         f.dropped |= dropped;
         let now_resolved = f.resolved();
+        let deliveries = f.deliveries;
         if !was_resolved && now_resolved {
             b.resolved += 1;
         }
         if first_ack {
             b.acked += 1;
         }
-        first_ack
+        first_ack.then_some(FirstAck { deliveries })
     }
 
     /// Messages pushed so far (not multiplied by groups).
@@ -332,9 +346,9 @@ mod tests {
             1,
             "second delivery is a redelivery"
         );
-        assert!(l.answered(0, &h("a"), true, false, false));
+        assert!(l.answered(0, &h("a"), true, false, false).is_some());
         assert!(
-            !l.answered(0, &h("a"), true, false, false),
+            l.answered(0, &h("a"), true, false, false).is_none(),
             "only the first ack counts"
         );
         l.answered(0, &h("b"), false, true, false);
@@ -435,7 +449,7 @@ mod tests {
             1,
             "a redelivery all the same"
         );
-        assert!(!l.answered(0, &h("invented"), true, false, false));
+        assert!(l.answered(0, &h("invented"), true, false, false).is_none());
         assert_eq!(l.push_of(&h("invented")), Pushed::Never);
         assert_eq!(
             l.push_of(&h("in-flight")),

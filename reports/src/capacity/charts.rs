@@ -256,13 +256,21 @@ fn achieved_chart(r: &CapacityResults) -> ChartSpec {
 
 fn latency_chart(r: &CapacityResults) -> ChartSpec {
     let slo = r.criteria.slo_p99_ms;
-    let mut lines = cell_lines(r, |s| s.ack_p99_ms, Some(|s: &Step| s.e2e_p99_ms), true);
+    let mut lines = cell_lines(
+        r,
+        |s| s.ack_p99_ms,
+        Some(|s: &Step| s.judged_e2e_p99_ms()),
+        true,
+    );
     if let Some((lo, hi)) = offered_range(r) {
         lines.insert(0, reference_line(vec![(lo, slo), (hi, slo)]));
     }
     let mut legend = cell_legend(r);
     legend.push(neutral("solid: ack p99", Mark::Line));
-    legend.push(neutral("dashed: end-to-end p99", Mark::DashedLine));
+    legend.push(neutral(
+        "dashed: first-delivery end-to-end p99",
+        Mark::DashedLine,
+    ));
     legend.push(reference_legend(&format!(
         "target p99 <= {} ms",
         amount(slo)
@@ -271,7 +279,7 @@ fn latency_chart(r: &CapacityResults) -> ChartSpec {
         id: "capacity-p99".into(),
         title: "p99 latency against offered rate".into(),
         how_to_read: format!(
-            "Both axes logarithmic. Solid: ack request p99; dashed: end-to-end (intended push to ack) p99; grey: the target, {} ms. Both must stay under the grey line for a step to be sustained. {MARKER_NOTE}",
+            "Both axes logarithmic. Solid: ack request p99; dashed: end-to-end (intended push to ack) p99 of messages acked on their first delivery; grey: the target, {} ms. Both must stay under the grey line for a step to be sustained. {MARKER_NOTE}",
             amount(slo)
         ),
         x: Axis {
