@@ -133,6 +133,29 @@ pub fn plan_warnings(p: &Plan) -> Vec<String> {
     out
 }
 
+/// When the scenario stalls batches past their lease on purpose: each stall holds its partition
+/// for the lease, and the messages pushed there meanwhile wait behind it. Their share grows with
+/// the rate (rate × stall × lease / (partitions × pop batch)); above the rate where it passes
+/// 1 %, end-to-end p99 is the lease, whatever the system does. None when the lease is within
+/// the target or nothing stalls.
+pub fn stall_warning(s: &Scenario, slo_p99_ms: f64) -> Option<String> {
+    let c = &s.consumers;
+    let lease = f64::from(c.lease_seconds.unwrap_or(s.queue.options.lease_time));
+    if c.stall <= 0.0 || lease * 1000.0 <= slo_p99_ms {
+        return None;
+    }
+    let lanes = f64::from(s.queue.partitions.max(1)) * f64::from(c.pop_batch.max(1));
+    let rate = 0.01 * lanes / (c.stall * lease);
+    Some(format!(
+        "the scenario stalls {}% of popped batches past their {} s lease, holding the partition: above about {} msg/s more than 1% of messages wait behind a stall, so end-to-end p99 nears {} ms whatever the system does; p99 <= {} ms is the scenario's limit there, not the system's",
+        format_number(c.stall * 100.0),
+        amount(lease),
+        amount(rate.round()),
+        amount(lease * 1000.0),
+        amount(slo_p99_ms)
+    ))
+}
+
 /// What the document says about how capacity was measured.
 fn notes() -> Vec<String> {
     let mut notes = vec![
@@ -169,6 +192,7 @@ pub async fn run(
     let started_at = now_iso();
     let mut progress = Progress::default();
     let mut warnings = plan_warnings(plan);
+    warnings.extend(stall_warning(scenario, criteria.slo_p99_ms));
     for w in &warnings {
         progress.say(&format!("ackbench: WARNING: {w}"));
     }

@@ -729,3 +729,22 @@ fn a_scenario_carries_its_capacity_target_and_a_bad_one_is_refused_by_name() {
     let err = Scenario::parse("[capacity]\nslo = 1\n", "c.toml").unwrap_err();
     assert!(err.to_string().contains("slo"), "{err}");
 }
+
+#[test]
+fn stalls_past_the_lease_are_named_as_the_scenarios_latency_limit_with_the_rate_it_starts_at() {
+    use ackbench::capacity::stall_warning;
+    // smoke: 16 partitions, pops of 1, 0.1% of batches held past a 2 s lease: 1% of messages
+    // wait behind a stall at 0.01 × 16 / (0.001 × 2) = 80 msg/s.
+    let s = Scenario::load(std::path::Path::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../scenarios/smoke.toml"
+    )))
+    .unwrap();
+    let words = stall_warning(&s, 150.0).expect("smoke stalls");
+    assert!(words.contains("above about 80 msg/s"), "{words}");
+    assert!(words.contains("p99 nears 2,000 ms"), "{words}");
+    // A target above the lease, or no stalls: nothing to say.
+    assert_eq!(stall_warning(&s, 2500.0), None);
+    let calm = Scenario::parse("[consumers]\nstall = 0\n", "c.toml").unwrap();
+    assert_eq!(stall_warning(&calm, 150.0), None);
+}
