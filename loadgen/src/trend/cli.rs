@@ -97,6 +97,15 @@ impl DetectionArgs {
 
 /// Runs one `history` subcommand.
 pub async fn run(command: HistoryCommand) -> u8 {
+    let store = match &command {
+        HistoryCommand::Add { store, .. }
+        | HistoryCommand::Analyze { store, .. }
+        | HistoryCommand::Report { store, .. } => store,
+    };
+    if store.trim().is_empty() {
+        eprintln!("ackbench: --store is empty: give a directory or a postgres:// URL");
+        return 2;
+    }
     let done = match command {
         HistoryCommand::Add {
             results,

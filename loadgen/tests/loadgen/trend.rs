@@ -286,6 +286,9 @@ fn bad_input_is_refused_with_exit_2_and_changes_nothing() {
     let (code, _, err) = history(&["analyze", "--store", "postgres://postgres@127.0.0.1:1/none"]);
     assert_eq!(code, 2);
     assert!(err.contains("cannot connect"), "{err}");
+    let (code, _, err) = history(&["analyze", "--store", ""]);
+    assert_eq!(code, 2);
+    assert!(err.contains("--store is empty"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
