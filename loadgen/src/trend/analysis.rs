@@ -42,6 +42,7 @@ pub fn runs_of<'a>(
     names.dedup();
     let name = match (wanted, names.as_slice()) {
         (Some(w), _) if names.contains(&w) => w.to_string(),
+        (Some(w), []) => return Err(format!("--scenario {w}: the store holds no runs")),
         (Some(w), _) => {
             return Err(format!(
                 "--scenario {w}: the store holds no run of it (it holds: {})",
@@ -186,4 +187,66 @@ pub fn markdown(findings: &[Finding], scope: &str) -> String {
         ));
     }
     md
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trend::record::{FigurePoint, RunRecord, RECORD_FORMAT};
+
+    fn run(scenario: &str, commit: &str, points: &[(&str, f64)]) -> RunRecord {
+        RunRecord {
+            format: RECORD_FORMAT,
+            commit: Some(commit.into()),
+            added_at: String::new(),
+            started_at: String::new(),
+            scenario: scenario.into(),
+            complete: true,
+            figures: points
+                .iter()
+                .map(|(cell, value)| FigurePoint {
+                    cell: cell.to_string(),
+                    figure: "pg_exec_ms_per_ack".into(),
+                    value: *value,
+                    gated: *cell != "headline",
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn a_change_point_names_the_run_even_where_earlier_runs_lack_the_cell() {
+        // Run 2 left the `registry` cell out: the series has 11 values, its 7th is run 8.
+        let levels = [
+            1.0, 1.02, 0.98, 1.01, 0.99, 1.0, 1.02, 1.3, 1.31, 1.29, 1.3, 1.32,
+        ];
+        let runs: Vec<RunRecord> = levels
+            .iter()
+            .enumerate()
+            .map(|(i, &v)| match i {
+                2 => run("s", &format!("c{i}"), &[("headline", v)]),
+                _ => run("s", &format!("c{i}"), &[("registry", v), ("headline", v)]),
+            })
+            .collect();
+        let refs: Vec<&RunRecord> = runs.iter().collect();
+        let found = analyze(&refs, &Settings::default(), false);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!((found[0].cell.as_str(), found[0].index), ("registry", 7));
+        assert_eq!(found[0].commit.as_deref(), Some("c7"));
+        // The headline series changes too, but is searched only when asked.
+        assert_eq!(analyze(&refs, &Settings::default(), true).len(), 2);
+    }
+
+    #[test]
+    fn several_scenarios_need_one_named() {
+        let runs = vec![run("a", "x", &[]), run("b", "y", &[]), run("a", "z", &[])];
+        let err = runs_of(&runs, None).unwrap_err();
+        assert!(err.contains("several scenarios (a, b)"), "{err}");
+        let (name, kept) = runs_of(&runs, Some("a")).unwrap();
+        assert_eq!((name.as_str(), kept.len()), ("a", 2));
+        assert!(runs_of(&runs, Some("c"))
+            .unwrap_err()
+            .contains("holds no run of it"));
+        assert!(runs_of(&[], None).unwrap().1.is_empty());
+    }
 }

@@ -64,6 +64,17 @@ impl RunRecord {
         if results.cells.is_empty() {
             return Err("it holds no cells: there is nothing to keep".into());
         }
+        if !results.complete {
+            return Err(
+                "the run was interrupted: its figures cover part of its windows, not kept".into(),
+            );
+        }
+        if let Some(shards) = results.meta.shards.as_ref().filter(|s| s.index.is_some()) {
+            return Err(format!(
+                "it is one shard of run {}: its figures are a slice of the load; keep the merge (`ackbench merge`)",
+                shards.run_id
+            ));
+        }
         let gated = gated_figures(results);
         let mut points = Vec::new();
         for cell in &results.cells {

@@ -276,6 +276,13 @@ fn bad_input_is_refused_with_exit_2_and_changes_nothing() {
         err.contains("foreign.json") && err.contains("results.json"),
         "{err}"
     );
+    let mut interrupted = results(0, 1.0, &mut fastrand::Rng::with_seed(1));
+    interrupted.complete = false;
+    let file = dir.join("interrupted.json");
+    ackbench_reports::results::write(&interrupted, &file).unwrap();
+    let (code, _, err) = history(&["add", file.to_str().unwrap(), "--store", s]);
+    assert_eq!(code, 2);
+    assert!(err.contains("interrupted"), "{err}");
     assert!(!store.exists(), "nothing was kept");
     let (code, _, err) = history(&["analyze", "--store", s]);
     assert_eq!(code, 2);
