@@ -6,7 +6,8 @@
 //! (the run's environment, phases, measured window), shared by `run` and `capacity`; `options`
 //! holds the command-line options both take, turned into plain settings by `cli`; `shard` splits
 //! a run over many processes (`--shard I/N`) and merges their results back into one
-//! (`ackbench merge`).
+//! (`ackbench merge`); `trend` keeps the figures of runs over time and finds the runs that
+//! changed them (`ackbench history`).
 
 pub mod capacity;
 pub mod cli;
@@ -23,4 +24,5 @@ pub mod run;
 pub mod scenario;
 pub mod shard;
 pub mod target;
+pub mod trend;
 pub mod workload;

@@ -35,6 +35,11 @@ enum Command {
     /// Merge the results of every shard of a sharded run (`run --shard I/N`) into one
     /// results.json and report.html, the audit reconciled across the shards.
     Merge(MergeArgs),
+    /// Keep runs' figures over time and find the runs that changed them (change points).
+    History {
+        #[command(subcommand)]
+        command: ackbench::trend::cli::HistoryCommand,
+    },
 }
 
 #[derive(clap::Args)]
@@ -104,6 +109,7 @@ fn main() -> ExitCode {
             Command::Baseline(a) => ackbench::cli::baseline(&a.results, &a.out),
             Command::Capacity(opts) => ackbench::cli::capacity(opts).await,
             Command::Merge(a) => ackbench::cli::merge(&a.dirs, a.out.as_deref()),
+            Command::History { command } => ackbench::trend::cli::run(command).await,
         }
     });
     ExitCode::from(code)

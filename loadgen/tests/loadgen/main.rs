@@ -3,7 +3,8 @@
 //! (`capacity`), whole runs through the binary against a throwaway PostgreSQL and the
 //! workspace's broker (`end_to_end`), fault steps in such runs (`faults`), and Queen MQ's wire
 //! from its recorded answers (`queen_target`), several brokers per cell (`topology`), and a run
-//! split into shards and merged back (`shards`). Shared helpers live in `tests/common`.
+//! split into shards and merged back (`shards`), and runs kept in a history and searched for change
+//! points (`trend`). Shared helpers live in `tests/common`.
 
 #[path = "../common/mod.rs"]
 mod common;
@@ -20,3 +21,4 @@ mod queen_target;
 mod scenario_parsing;
 mod shards;
 mod topology;
+mod trend;
