@@ -5,10 +5,12 @@
 //! sends bodies that read into them, so a change to the wire is one change. Plus the
 //! transactionId hash that both the broker and the audit need.
 
+pub mod borrowed;
 pub mod hash;
 pub mod requests;
 pub mod types;
 
+pub use borrowed::*;
 pub use hash::{txn_hash, TxnHash};
 pub use requests::*;
 pub use types::*;

@@ -184,7 +184,9 @@ pub struct ConfigureBody {
 
 /// An array whose every element is a JSON object read as `T`. Serde would also read a struct
 /// from an array (positionally); the wire only has objects, so an array element is refused.
-fn objects<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Vec<T>, D::Error> {
+pub(crate) fn objects<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
+    d: D,
+) -> Result<Vec<T>, D::Error> {
     d.deserialize_seq(ObjectsVisitor(PhantomData))
 }
 

@@ -146,27 +146,42 @@ pub struct AckGroup {
 /// Groups items by (partition, group, leaseId); groups in order of first appearance, items in
 /// request order within each group.
 pub fn group_items(items: Vec<AckItem>) -> Vec<AckGroup> {
-    let mut groups: Vec<AckGroup> = Vec::new();
-    let mut index: std::collections::HashMap<(Uuid, String, String), usize> =
-        std::collections::HashMap::new();
-    for item in items {
-        let key = (
-            item.partition_id,
-            item.consumer_group.clone(),
-            item.lease_id.clone(),
-        );
-        let g = *index.entry(key).or_insert_with(|| {
-            groups.push(AckGroup {
-                partition_id: item.partition_id,
-                consumer_group: item.consumer_group.clone(),
-                lease_id: item.lease_id.clone(),
-                items: Vec::new(),
-            });
-            groups.len() - 1
-        });
+    let (of_item, firsts) = group_positions(&items);
+    let mut groups: Vec<AckGroup> = firsts
+        .iter()
+        .map(|&(first, len)| AckGroup {
+            partition_id: items[first].partition_id,
+            consumer_group: items[first].consumer_group.clone(),
+            lease_id: items[first].lease_id.clone(),
+            items: Vec::with_capacity(len),
+        })
+        .collect();
+    for (item, g) in items.into_iter().zip(of_item) {
         groups[g].items.push(item);
     }
     groups
+}
+
+/// Each item's group (numbered in order of first appearance), and per group its first item and
+/// size. Keys borrow the items: nothing is copied per item.
+fn group_positions(items: &[AckItem]) -> (Vec<usize>, Vec<(usize, usize)>) {
+    let mut index: std::collections::HashMap<(Uuid, &str, &str), usize> =
+        std::collections::HashMap::new();
+    let mut firsts: Vec<(usize, usize)> = Vec::new();
+    let of_item = items
+        .iter()
+        .enumerate()
+        .map(|(i, item)| {
+            let key = (item.partition_id, &*item.consumer_group, &*item.lease_id);
+            let g = *index.entry(key).or_insert_with(|| {
+                firsts.push((i, 0));
+                firsts.len() - 1
+            });
+            firsts[g].1 += 1;
+            g
+        })
+        .collect();
+    (of_item, firsts)
 }
 
 /// Acks every item through the hash path, group by group (one pooled connection per group,

@@ -6,7 +6,7 @@
 //! the object, `items[3]`) by the route's `explain`, so the error reads
 //! `items[3].queue must be a non-empty string` rather than serde's wording.
 
-use serde::de::DeserializeOwned;
+use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use super::error::ApiError;
@@ -23,8 +23,8 @@ pub fn parse_object(body: &[u8]) -> Result<Map<String, Value>, ApiError> {
 
 /// Reads `body` into `T`; when it does not fit, `explain` walks it to name the offending field
 /// (and serde's own words are the answer if `explain` finds nothing).
-pub fn read_body<T: DeserializeOwned>(
-    body: &[u8],
+pub fn read_body<'a, T: Deserialize<'a>>(
+    body: &'a [u8],
     explain: impl FnOnce(&Fields<'_>) -> Result<(), ApiError>,
 ) -> Result<T, ApiError> {
     // serde would also read a struct from a JSON array, positionally; the wire wants objects.

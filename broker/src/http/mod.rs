@@ -9,6 +9,7 @@ pub mod error;
 pub mod json;
 pub mod limits;
 pub mod router;
+pub mod write;
 
 use std::collections::HashMap;
 

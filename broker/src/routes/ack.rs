@@ -15,6 +15,7 @@
 //! failure in a later group answers 503/500 after earlier groups committed. Repeating the
 //! request is safe (those items then come back `noop`, or refused for their released lease).
 
+use bytes::Bytes;
 use hyper::StatusCode;
 use uuid::Uuid;
 
@@ -22,22 +23,26 @@ use crate::ack::{self, AckItem, AckStatus};
 use crate::app::App;
 use crate::http::json::{field, nonempty, read_body, Fields};
 use crate::http::limits;
-use crate::http::{self, Answer, ApiError, Request, Route};
-use ackbench_wire::{AckBatchBody, AckBody, QUEUE_MODE_GROUP};
+use crate::http::{self, write, Answer, ApiError, Request, Route};
+use ackbench_wire::{AckBatchBodyRef, AckBodyRef, AckResult, QUEUE_MODE_GROUP};
 
 pub async fn handle(app: &App, req: &Request) -> Result<Answer, ApiError> {
     let items = parse(req)?;
     let results = ack::ack_items(app, req.tenant, items).await?;
-    Ok(http::json(StatusCode::OK, &results))
+    Ok(http::with_type(
+        StatusCode::OK,
+        Bytes::from(answer_body(&results)),
+        "application/json",
+    ))
 }
 
 /// Validates the body of either route into ack items (index = request position).
 pub fn parse(req: &Request) -> Result<Vec<AckItem>, ApiError> {
     if req.route == Route::Ack {
-        let body: AckBody = read_body(&req.body, explain_item)?;
+        let body: AckBodyRef = read_body(&req.body, explain_item)?;
         return Ok(vec![item(&body, String::new, 0, None)?]);
     }
-    let body: AckBatchBody = read_body(&req.body, explain_batch)?;
+    let body: AckBatchBodyRef = read_body(&req.body, explain_batch)?;
     let group = nonempty(body.consumer_group.as_deref(), || "consumerGroup".into())?;
     if let Some(g) = group {
         limits::name(g, "consumerGroup")?;
@@ -52,7 +57,7 @@ pub fn parse(req: &Request) -> Result<Vec<AckItem>, ApiError> {
 /// One item read from the object at `path` (made only to name a refused field);
 /// `default_group` is the batch's consumerGroup.
 pub fn item(
-    a: &AckBody,
+    a: &AckBodyRef,
     path: impl Fn() -> String,
     index: usize,
     default_group: Option<&str>,
@@ -75,7 +80,7 @@ pub fn item(
     if let Some(g) = own_group {
         limits::bounded_lazy(g, limits::MAX_NAME_BYTES, || name("consumerGroup"))?;
     }
-    let lease_id = a.lease_id.clone().unwrap_or_default();
+    let lease_id = a.lease_id.as_deref().unwrap_or_default().to_string();
     limits::bounded_lazy(&lease_id, limits::MAX_NAME_BYTES, || name("leaseId"))?;
     let error = a.error.as_deref().map(limits::reason);
     let consumer_group = own_group
@@ -91,6 +96,34 @@ pub fn item(
         status,
         error,
     })
+}
+
+/// The answer's text, as `results` serialised, written straight into one buffer.
+pub fn answer_body(results: &[AckResult]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(2 + results.len() * 128);
+    out.push(b'[');
+    for (i, r) in results.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(b"{\"index\":");
+        write::int(&mut out, r.index);
+        out.extend_from_slice(b",\"transactionId\":");
+        write::str(&mut out, &r.transaction_id);
+        out.extend_from_slice(b",\"success\":");
+        write::bool(&mut out, r.success);
+        out.extend_from_slice(b",\"error\":");
+        write::opt_str(&mut out, r.error.as_deref());
+        out.extend_from_slice(b",\"leaseReleased\":");
+        write::bool(&mut out, r.lease_released);
+        out.extend_from_slice(b",\"dlq\":");
+        write::bool(&mut out, r.dlq);
+        out.extend_from_slice(b",\"noop\":");
+        write::bool(&mut out, r.noop);
+        out.push(b'}');
+    }
+    out.push(b']');
+    out
 }
 
 /// A required string: present (serde saw to that) and not empty.

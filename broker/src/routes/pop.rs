@@ -15,7 +15,7 @@ use uuid::Uuid;
 
 use crate::ack::{self, LeasedSpan};
 use crate::app::App;
-use crate::http::{self, Answer, ApiError, Request, Route};
+use crate::http::{self, write, Answer, ApiError, Request, Route};
 use crate::longpoll::Scope;
 use crate::metrics::Metrics;
 use crate::pop::{DeliveredSpan, Delivery, PopParams, Subscription, Target};
@@ -238,9 +238,9 @@ fn write_answer(p: &PopParams, d: &Delivery) -> (Vec<u8>, Vec<LeasedSpan>) {
             }
             comma = true;
             out.extend_from_slice(b"{\"id\":\"");
-            push_uuid(&mut out, frame.message_id);
+            write::uuid(&mut out, frame.message_id);
             out.extend_from_slice(b"\",\"transactionId\":");
-            json_str(&mut out, frame.transaction_id);
+            write::str(&mut out, frame.transaction_id);
             out.extend_from_slice(b",\"data\":");
             out.extend_from_slice(frame.payload.as_bytes());
             out.extend_from_slice(b",\"createdAt\":\"");
@@ -258,29 +258,13 @@ fn write_answer(p: &PopParams, d: &Delivery) -> (Vec<u8>, Vec<LeasedSpan>) {
 /// answer's head and every message carry them.
 fn write_location(out: &mut Vec<u8>, span: &DeliveredSpan, lease_id: &str, group: Option<&str>) {
     out.extend_from_slice(b"\"queue\":");
-    json_str(out, &span.queue);
+    write::str(out, &span.queue);
     out.extend_from_slice(b",\"partition\":");
-    json_str(out, &span.partition);
+    write::str(out, &span.partition);
     out.extend_from_slice(b",\"partitionId\":\"");
-    push_uuid(out, span.partition_id);
+    write::uuid(out, span.partition_id);
     out.extend_from_slice(b"\",\"leaseId\":");
-    json_str(out, lease_id);
+    write::str(out, lease_id);
     out.extend_from_slice(b",\"consumerGroup\":");
-    json_opt_str(out, group);
-}
-
-fn json_str(out: &mut Vec<u8>, s: &str) {
-    serde_json::to_writer(&mut *out, s).expect("writing to a Vec cannot fail");
-}
-
-fn json_opt_str(out: &mut Vec<u8>, s: Option<&str>) {
-    match s {
-        Some(s) => json_str(out, s),
-        None => out.extend_from_slice(b"null"),
-    }
-}
-
-fn push_uuid(out: &mut Vec<u8>, id: Uuid) {
-    let mut buf = Uuid::encode_buffer();
-    out.extend_from_slice(id.hyphenated().encode_lower(&mut buf).as_bytes());
+    write::opt_str(out, group);
 }

@@ -19,6 +19,7 @@
 
 use std::collections::HashMap;
 
+use bytes::Bytes;
 use hyper::StatusCode;
 use serde_json::Value;
 use uuid::Uuid;
@@ -27,13 +28,13 @@ use crate::app::App;
 use crate::crypto::Sealer;
 use crate::http::json::{field, nonempty, read_body, Fields};
 use crate::http::limits::{self, MAX_TXN_BYTES};
-use crate::http::{self, Answer, ApiError, Request};
+use crate::http::{self, write, Answer, ApiError, Request};
 use crate::metrics::Metrics;
 use crate::push::fusion::{FrameFate, PushFrame, PushFusion, PushJob};
 use crate::push::written::{on_pushed, WrittenSegment};
 use crate::segment::{self, FrameRef};
 use crate::storage::{procs, DbError};
-use ackbench_wire::{txn_hash, PushBody, PushItem, PushResult};
+use ackbench_wire::{txn_hash, PushBodyRef, PushItemRef, PushResult};
 
 /// One validated item.
 pub struct Item {
@@ -55,19 +56,28 @@ enum Outcome {
 }
 
 pub async fn handle(app: &App, req: &Request) -> Result<Answer, ApiError> {
-    let body: PushBody = read_body(&req.body, |root| {
+    let items = parse(&req.body)?;
+    let settled = match items.is_empty() {
+        true => Vec::new(),
+        false => push_settled(app, req.tenant, &items).await?,
+    };
+    Ok(http::with_type(
+        StatusCode::CREATED,
+        Bytes::from(answer_body(&items, &settled)),
+        "application/json",
+    ))
+}
+
+/// Reads and validates a push body (borrowing its bytes until the items are made).
+pub fn parse(body: &[u8]) -> Result<Vec<Item>, ApiError> {
+    let body: PushBodyRef = read_body(body, |root| {
         explain_items(root.req_array("items")?, "items")
     })?;
-    let items = validate_items(&body.items, "items")?;
-    if items.is_empty() {
-        return Ok(http::json(StatusCode::CREATED, &Vec::<PushResult>::new()));
-    }
-    let results = push_items(app, req.tenant, &items).await?;
-    Ok(http::json(StatusCode::CREATED, &results))
+    validate_items(&body.items, "items")
 }
 
 /// Validates push items (`path` names the array in errors: `items`, `operations[2].items`).
-pub fn validate_items(items: &[PushItem], path: &str) -> Result<Vec<Item>, ApiError> {
+pub fn validate_items(items: &[PushItemRef], path: &str) -> Result<Vec<Item>, ApiError> {
     items
         .iter()
         .enumerate()
@@ -76,7 +86,7 @@ pub fn validate_items(items: &[PushItem], path: &str) -> Result<Vec<Item>, ApiEr
 }
 
 /// One item, read from the object at `path` (made only to name a refused field).
-fn validate_item(item: &PushItem, path: impl Fn() -> String) -> Result<Item, ApiError> {
+fn validate_item(item: &PushItemRef, path: impl Fn() -> String) -> Result<Item, ApiError> {
     let name = |key: &str| field(&path(), key);
     let queue = nonempty(Some(&item.queue), || name("queue"))?.unwrap_or_default();
     let partition = nonempty(item.partition.as_deref(), || name("partition"))?;
@@ -98,7 +108,7 @@ fn validate_item(item: &PushItem, path: impl Fn() -> String) -> Result<Item, Api
         }
         None => message_id.to_string(),
     };
-    let Some(payload) = &item.payload.0 else {
+    let Some(payload) = item.payload else {
         return Err(ApiError::bad_request(format!(
             "{} is required",
             name("payload")
@@ -125,7 +135,7 @@ pub fn explain_items(values: &[Value], path: &str) -> Result<(), ApiError> {
 }
 
 /// What became of an item, once settled.
-enum Settled {
+pub enum Settled {
     Queued,
     /// A duplicate, answered with its original's message id (`None` when the original's
     /// segment is gone).
@@ -138,6 +148,16 @@ pub async fn push_items(
     tenant: Uuid,
     items: &[Item],
 ) -> Result<Vec<PushResult>, ApiError> {
+    let settled = push_settled(app, tenant, items).await?;
+    Ok(results(items, &settled))
+}
+
+/// Writes the items; what became of each, in input order.
+pub async fn push_settled(
+    app: &App,
+    tenant: Uuid,
+    items: &[Item],
+) -> Result<Vec<Settled>, ApiError> {
     let groups = group_by_partition(items);
     let names: Vec<&str> = groups.iter().map(|g| items[g[0]].queue.as_str()).collect();
     let sealed = queue_facts(app, tenant, &names).await?;
@@ -154,26 +174,66 @@ pub async fn push_items(
         &app.metrics.counters.messages_duplicate,
         items.len() as u64 - queued,
     );
-    Ok(items
+    Ok(settled)
+}
+
+/// Each item's status and message id (its own, or for a duplicate its original's).
+fn fate(item: &Item, settled: &Settled) -> (&'static str, Option<Uuid>) {
+    match settled {
+        Settled::Queued => ("queued", Some(item.message_id)),
+        Settled::Duplicate(original) => ("duplicate", *original),
+    }
+}
+
+/// The answer's elements, in input order.
+pub fn results(items: &[Item], settled: &[Settled]) -> Vec<PushResult> {
+    items
         .iter()
         .zip(settled)
         .enumerate()
         .map(|(i, (item, settled))| {
-            let (status, message_id) = match settled {
-                Settled::Queued => ("queued", Some(item.message_id.to_string())),
-                Settled::Duplicate(original) => {
-                    ("duplicate", original.as_ref().map(Uuid::to_string))
-                }
-            };
+            let (status, message_id) = fate(item, settled);
             PushResult {
                 index: i,
-                message_id,
+                message_id: message_id.map(|id| id.to_string()),
                 transaction_id: item.transaction_id.clone(),
                 queue_name: item.queue.clone(),
                 status: status.to_string(),
             }
         })
-        .collect())
+        .collect()
+}
+
+/// The answer's text, as `results` serialised, written straight into one buffer.
+pub fn answer_body(items: &[Item], settled: &[Settled]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(2 + items.len() * 160);
+    out.push(b'[');
+    for (i, (item, settled)) in items.iter().zip(settled).enumerate() {
+        let (status, message_id) = fate(item, settled);
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(b"{\"index\":");
+        write::int(&mut out, i);
+        out.extend_from_slice(b",\"message_id\":");
+        match message_id {
+            Some(id) => {
+                out.push(b'"');
+                write::uuid(&mut out, id);
+                out.push(b'"');
+            }
+            None => out.extend_from_slice(b"null"),
+        }
+        out.extend_from_slice(b",\"transaction_id\":");
+        write::str(&mut out, &item.transaction_id);
+        out.extend_from_slice(b",\"queueName\":");
+        write::str(&mut out, &item.queue);
+        out.extend_from_slice(b",\"status\":\"");
+        out.extend_from_slice(status.as_bytes());
+        out.extend_from_slice(b"\"}");
+    }
+    out.push(b']');
+    out
 }
 
 /// Per push group, whether its queue is encrypted; and whether any queue of the request has a

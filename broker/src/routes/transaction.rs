@@ -59,7 +59,9 @@ use crate::routes::push::{explain_items, validate_items, Item};
 use crate::segment::{self, FrameRef};
 use crate::storage::{procs, DbError};
 use ackbench_wire::hash::hash_hex;
-use ackbench_wire::{txn_hash, AckResult, Operation, PushResult, TransactionBody, TxnHash};
+use ackbench_wire::{
+    txn_hash, AckResult, Operation, PushItem, PushResult, TransactionBody, TxnHash,
+};
 
 /// One validated operation.
 enum Op {
@@ -216,9 +218,12 @@ fn parse(raw: &[u8]) -> Result<Body, ApiError> {
             let path = format!("operations[{i}]");
             match op {
                 Operation::Push { items } => {
-                    Ok(Op::Push(validate_items(items, &field(&path, "items"))?))
+                    let items: Vec<_> = items.iter().map(PushItem::borrowed).collect();
+                    Ok(Op::Push(validate_items(&items, &field(&path, "items"))?))
                 }
-                Operation::Ack(a) => Ok(Op::Ack(ack_item(a, || path.clone(), i, None)?)),
+                Operation::Ack(a) => {
+                    Ok(Op::Ack(ack_item(&a.borrowed(), || path.clone(), i, None)?))
+                }
             }
         })
         .collect::<Result<Vec<Op>, ApiError>>()?;
