@@ -6,7 +6,7 @@
 //! (the run's environment, phases, measured window), shared by `run` and `capacity`; `options`
 //! holds the command-line options both take, turned into plain settings by `cli`; `shard` splits
 //! a run over many processes (`--shard I/N`) and merges their results back into one
-//! (`ackbench merge`).
+//! (`ackbench merge`). `live` serves a run's figures to Prometheus while it runs.
 
 pub mod capacity;
 pub mod cli;
@@ -15,6 +15,7 @@ pub mod driver;
 pub mod gates;
 pub mod history;
 pub mod lifecycle;
+pub mod live;
 pub mod measure;
 pub mod meta;
 pub mod options;

@@ -83,7 +83,12 @@ impl Injector<'_> {
         let at_secs = start.elapsed().as_secs_f64();
         let note = match self.skip_reason(fault.kind) {
             Some(why) => format!("skipped: {why}"),
-            None => self.apply(fault).await.unwrap_or_else(|e| e),
+            None => {
+                crate::live::fault(fault.kind, true);
+                let note = self.apply(fault).await.unwrap_or_else(|e| e);
+                crate::live::fault(fault.kind, false);
+                note
+            }
         };
         FaultEvent {
             kind: fault.kind.name().to_string(),

@@ -37,6 +37,19 @@ pub enum FaultKind {
 }
 
 impl FaultKind {
+    /// Every kind, in the order of the enum.
+    pub const ALL: &'static [FaultKind] = &[
+        FaultKind::KillBroker,
+        FaultKind::RestartPostgres,
+        FaultKind::PauseBroker,
+        FaultKind::PauseConsumers,
+        FaultKind::FailoverPostgres,
+        FaultKind::PartitionPostgres,
+        FaultKind::LatencyPostgres,
+        FaultKind::KillPgBackends,
+        FaultKind::PausePostgres,
+    ];
+
     /// The kind's name in scenario files and results.
     pub fn name(self) -> &'static str {
         match self {

@@ -16,6 +16,7 @@ mod faults_db;
 mod gates;
 mod guarantees;
 mod house;
+mod live;
 mod queen_target;
 mod scenario_parsing;
 mod shards;
