@@ -912,6 +912,7 @@ fn faults_are_listed_with_their_recovery_and_marked_on_the_charts_over_time() {
         ended_secs: ended,
         note: note.into(),
         recovery_secs: recovery,
+        ..Default::default()
     };
     r.cells[0].rounds[0].faults = vec![
         fault("kill_broker", 2.0, 3.1, Some(2.0), ""),

@@ -6,32 +6,12 @@
 
 use std::time::Instant;
 
-use ackbench_reports::results::Audit;
+use ackbench_reports::results::{Audit, VacuumSample};
 use hdrhistogram::Histogram;
 
 use super::exposition::{Family, Sample, Type};
 use crate::measure::pg_counters::LiveCounters;
 use crate::workload::{CellContext, Phase};
-
-/// Every family the endpoint exports.
-pub const FAMILIES: &[Family] = &[
-    RUNNING,
-    PHASE,
-    OFFERED,
-    MESSAGES,
-    REQUESTS,
-    REDELIVERIES,
-    REFUSED,
-    ERRORS,
-    BACKLOG,
-    LATENCY,
-    QUANTILE,
-    AUDIT,
-    PG_COMMITS,
-    PG_ACK_COMMITS,
-    WINDOW,
-    FAULT,
-];
 
 const fn family(name: &'static str, kind: Type, help: &'static str) -> Family {
     Family { name, kind, help }
@@ -118,6 +98,27 @@ pub const FAULT: Family = family(
     "1 while a fault of this kind is under way in the cell round's window, else 0.",
 );
 
+pub const DEAD_TUPLES: Family = family(
+    "ackbench_pg_dead_tuples",
+    Type::Gauge,
+    "Dead tuples of the cell database's user tables (n_dead_tup), sampled each second of a window with a hold_xmin fault.",
+);
+pub const RELATION_BYTES: Family = family(
+    "ackbench_pg_relation_bytes",
+    Type::Gauge,
+    "Size of the cell database's user tables (kind=table: heap and TOAST; kind=index), sampled with the dead tuples.",
+);
+pub const AUTOVACUUMS: Family = family(
+    "ackbench_pg_autovacuums_total",
+    Type::Counter,
+    "Autovacuum runs on the cell database's user tables (autovacuum_count), sampled with the dead tuples.",
+);
+pub const BYSTANDER: Family = family(
+    "ackbench_bystander_query_seconds",
+    Type::Gauge,
+    "How long the last bystander query took (a bounded scan of the busiest table), sampled with the dead tuples.",
+);
+
 /// Upper bounds of the latency histogram's buckets, in seconds.
 pub const BUCKETS: [f64; 16] = [
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
@@ -148,6 +149,8 @@ pub struct CellRoundLive {
     pub window: Option<WindowFigures>,
     /// Every fault kind, and whether one is under way.
     pub faults: Vec<(&'static str, bool)>,
+    /// The database's last vacuum reading (windows with a `hold_xmin` fault).
+    pub vacuum: Option<VacuumSample>,
 }
 
 impl CellRoundLive {
@@ -163,6 +166,9 @@ impl CellRoundLive {
         latency(&mut out, &self.ctx);
         self.audit(&mut out, audit);
         self.postgres(&mut out);
+        if let Some(v) = &self.vacuum {
+            vacuum(&mut out, v);
+        }
         for (kind, active) in &self.faults {
             out.add(FAULT, &[("kind", kind)], f64::from(u8::from(*active)));
         }
@@ -249,6 +255,15 @@ impl CellRoundLive {
             }
         }
     }
+}
+
+/// A vacuum reading's series.
+fn vacuum(out: &mut Samples<'_>, v: &VacuumSample) {
+    out.add(DEAD_TUPLES, &[], v.dead_tuples);
+    out.add(RELATION_BYTES, &[("kind", "table")], v.table_bytes);
+    out.add(RELATION_BYTES, &[("kind", "index")], v.index_bytes);
+    out.add(AUTOVACUUMS, &[], v.autovacuums);
+    out.add(BYSTANDER, &[], v.bystander_ms / 1000.0);
 }
 
 /// Samples sharing the cell round's labels.

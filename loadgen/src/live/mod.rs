@@ -16,7 +16,7 @@ pub mod server;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
-use ackbench_reports::results::Audit;
+use ackbench_reports::results::{Audit, VacuumSample};
 
 use crate::lifecycle::window::Window;
 use crate::lifecycle::CellRound;
@@ -99,6 +99,7 @@ pub fn cell_started(cr: &CellRound<'_>, ctx: &Arc<CellContext>) {
         pg: None,
         window: None,
         faults: FaultKind::ALL.iter().map(|k| (k.name(), false)).collect(),
+        vacuum: None,
     };
     let mut state = board.state.lock().expect("live board lock");
     if let Some(earlier) = state.current.replace(live) {
@@ -109,6 +110,12 @@ pub fn cell_started(cr: &CellRound<'_>, ctx: &Arc<CellContext>) {
 /// A second of the window sampled PostgreSQL's live counters.
 pub fn pg_sampled(pg: LiveCounters) {
     with_current(|c| c.pg = Some(pg));
+}
+
+/// The vacuum sampler read the cell database (a window with a `hold_xmin` fault).
+pub fn vacuum_sampled(sample: &VacuumSample) {
+    let sample = *sample;
+    with_current(|c| c.vacuum = Some(sample));
 }
 
 /// A fault of `kind` began (`active`) or ended.

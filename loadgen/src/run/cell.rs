@@ -149,7 +149,7 @@ async fn measured_window(
         ));
         series.push(sample);
     };
-    let faults = |start| injector.run(start, cancel);
+    let faults = |start| injector.run(start, duration, cancel);
     let (window, events) = window::sample(system, ctx, duration, cancel, on_tick, faults).await;
     for e in &events {
         progress.say(&format!(
