@@ -31,9 +31,14 @@ fn free_port() -> u16 {
 
 /// The shipped smoke scenario, one cell, its window `secs` long.
 fn start_smoke(dir: &Path, port: u16, secs: &str) -> Child {
+    start_run(&workspace().join("scenarios/smoke.toml"), dir, port, secs)
+}
+
+/// The scenario file `scenario`, one cell, its window `secs` long.
+fn start_run(scenario: &Path, dir: &Path, port: u16, secs: &str) -> Child {
     Command::new(env!("CARGO_BIN_EXE_ackbench"))
         .arg("run")
-        .arg(workspace().join("scenarios/smoke.toml"))
+        .arg(scenario)
         .args([
             "--cells",
             "registry+fusion",
@@ -269,14 +274,26 @@ fn every_metric_the_dashboard_queries_is_exported_by_a_run() {
         .map(|v| v["name"].as_str().unwrap())
         .collect();
     assert!(variables.contains(&"run") && variables.contains(&"cell"));
+    let mut fault_seen = false;
     let _real_run = one_real_run_at_a_time();
     let dir = temp_dir("live", "dashboard");
     let port = free_port();
-    let mut child = start_smoke(&dir, port, "3");
+    // Smoke with a short hold_xmin fault, so the vacuum series (sampled only then) show too.
+    let smoke = std::fs::read_to_string(workspace().join("scenarios/smoke.toml")).unwrap();
+    let scenario = dir.join("scenario.toml");
+    let hold = "\n[[faults]]\nkind = \"hold_xmin\"\nat_secs = 1\nduration_ms = 1000\n";
+    std::fs::write(&scenario, smoke + hold).unwrap();
+    let mut child = start_run(&scenario, &dir, port, "4");
     let (code, scrapes) = scrape_until_exit(&mut child, port);
     let stderr = std::fs::read_to_string(dir.join("stderr")).unwrap();
     assert_eq!(code, 0, "the run passes; stderr:\n{stderr}");
     let exported: BTreeSet<String> = scrapes.iter().flat_map(|(_, t)| names(t)).collect();
+    for (_, text) in &scrapes {
+        fault_seen |= !series(text, "ackbench_fault_active", &[r#"kind="hold_xmin""#])
+            .iter()
+            .all(|(_, v)| *v == 0.0);
+    }
+    assert!(fault_seen, "the fault marker read 1 while the hold lasted");
     let missing: Vec<&String> = used.difference(&exported).collect();
     assert!(
         missing.is_empty(),
