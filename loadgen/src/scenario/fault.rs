@@ -451,7 +451,20 @@ fn refuse_overlaps(sorted: &[Fault], loc: &Locator) -> Result<(), ScenarioError>
 /// Re-checks the faults against a window changed by `--duration` (those placed by shares moved
 /// with it).
 pub(crate) fn check_window_override(faults: &[Fault], window_secs: f64) -> Result<(), String> {
-    let moved: Vec<Fault> = faults.iter().map(|f| f.in_window(window_secs)).collect();
+    let mut moved: Vec<Fault> = faults.iter().map(|f| f.in_window(window_secs)).collect();
+    moved.sort_by(|a, b| a.at_secs.total_cmp(&b.at_secs));
+    if let Some(pair) = moved
+        .windows(2)
+        .find(|p| p[1].at_secs < p[0].planned_end_secs())
+    {
+        return Err(format!(
+            "in a window of {window_secs} s the {} fault (line {}) would start before the {} fault (line {}) ends",
+            pair[1].kind.name(),
+            pair[1].line,
+            pair[0].kind.name(),
+            pair[0].line
+        ));
+    }
     match moved.iter().find(|f| f.planned_end_secs() >= window_secs) {
         Some(f) => Err(format!(
             "the {} fault (line {}) ends at {} s, outside a window of {window_secs} s",
@@ -460,5 +473,35 @@ pub(crate) fn check_window_override(faults: &[Fault], window_secs: f64) -> Resul
             f.planned_end_secs()
         )),
         None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The kind's place in `FaultKind::ALL`; a kind left out of this match fails to compile, so a
+    /// new kind is added here and to `ALL`.
+    fn place(kind: FaultKind) -> usize {
+        match kind {
+            FaultKind::KillBroker => 0,
+            FaultKind::RestartPostgres => 1,
+            FaultKind::PauseBroker => 2,
+            FaultKind::PauseConsumers => 3,
+            FaultKind::FailoverPostgres => 4,
+            FaultKind::PartitionPostgres => 5,
+            FaultKind::LatencyPostgres => 6,
+            FaultKind::KillPgBackends => 7,
+            FaultKind::PausePostgres => 8,
+            FaultKind::HoldXmin => 9,
+        }
+    }
+
+    #[test]
+    fn every_kind_is_listed_once_in_all() {
+        assert_eq!(FaultKind::ALL.len(), 10);
+        for (i, kind) in FaultKind::ALL.iter().enumerate() {
+            assert_eq!(place(*kind), i, "{}", kind.name());
+        }
     }
 }

@@ -84,6 +84,21 @@ fn window_shares_are_refused_where_they_do_not_fit() {
         (placed.faults[0].at_secs, placed.faults[0].length_ms),
         (2.5, 2000)
     );
+    // A fault moved by a longer window may not run into one placed in seconds.
+    let two = with_fault(
+        "kind = \"hold_xmin\"\nat_share = 0.1\nduration_share = 0.3\n\
+         [[faults]]\nkind = \"kill_pg_backends\"\nat_secs = 5",
+    );
+    let mut s = Scenario::parse(&two, "f.toml").unwrap();
+    let longer = Overrides {
+        duration_secs: Some(40.0),
+        ..Default::default()
+    };
+    let e = s.apply_overrides(&longer).unwrap_err().to_string();
+    assert!(
+        e.contains("--duration") && e.contains("would start before"),
+        "{e}"
+    );
 }
 
 #[test]
