@@ -52,6 +52,12 @@ pub async fn run(opts: RunOptions) -> u8 {
         .out
         .clone()
         .unwrap_or_else(|| default_out_dir(&scenario.name));
+    if let Some(addr) = &opts.metrics_listen {
+        let run_id = opts.run_id.clone().unwrap_or_else(|| run_id_of(&out_dir));
+        if let Err(e) = serve_live_metrics(addr, &run_id) {
+            return fail(&e);
+        }
+    }
     let _out_guard = match RunDir::create(&out_dir) {
         Ok(guard) => guard,
         Err(e) => return fail(&e),
@@ -131,6 +137,23 @@ pub async fn run(opts: RunOptions) -> u8 {
     };
     println!("report: {}", out_dir.join("report.html").display());
     code
+}
+
+/// Binds `--metrics-listen ADDR` and serves the run's live metrics there, labelled `run_id`.
+fn serve_live_metrics(addr: &str, run_id: &str) -> Result<(), String> {
+    let listener = crate::live::server::bind(addr)?;
+    let board = crate::live::Board::install(run_id);
+    let local = crate::live::server::serve(listener, board)?;
+    eprintln!("ackbench: live metrics at http://{local}/metrics (run_id {run_id})");
+    Ok(())
+}
+
+/// The run id live metrics carry without `--run-id`: the output directory's name.
+fn run_id_of(out_dir: &Path) -> String {
+    out_dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| out_dir.display().to_string())
 }
 
 /// A scenario file read and validated; the error in words.

@@ -7,7 +7,8 @@
 //! holds the command-line options both take, turned into plain settings by `cli`; `shard` splits
 //! a run over many processes (`--shard I/N`) and merges their results back into one
 //! (`ackbench merge`); `trend` keeps the figures of runs over time and finds the runs that
-//! changed them (`ackbench history`).
+//! changed them (`ackbench history`); `live` serves a run's figures to Prometheus while it
+//! runs.
 
 pub mod capacity;
 pub mod cli;
@@ -16,6 +17,7 @@ pub mod driver;
 pub mod gates;
 pub mod history;
 pub mod lifecycle;
+pub mod live;
 pub mod measure;
 pub mod meta;
 pub mod options;

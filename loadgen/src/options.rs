@@ -91,6 +91,11 @@ pub struct RunOptions {
     /// JSON lines, one per delivery, for independent checkers (see docs/spec/loadgen.md).
     #[arg(long, value_name = "FILE")]
     pub history: Option<PathBuf>,
+    /// Serve live metrics while the run lasts: Prometheus text at http://ADDR/metrics, per
+    /// cell and round (rates, latency, backlog, errors, audit so far, PostgreSQL commits, fault
+    /// markers); ADDR is IP:PORT, e.g. 127.0.0.1:9464 (see deploy/grafana/ackbench.json).
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_listen: Option<String>,
 }
 
 impl RunOptions {

@@ -556,6 +556,30 @@ pub struct FaultEvent {
     /// before the fault; `None` when it did not come back within the window (or was skipped).
     #[serde(default)]
     pub recovery_secs: Option<f64>,
+    /// `hold_xmin`: the cell database's vacuum state sampled each second of the whole window
+    /// (before, during and after the hold); empty for the other kinds.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub vacuum: Vec<VacuumSample>,
+}
+
+/// One reading of a database's vacuum state: its user tables (the broker's or a peer's) added
+/// up, and how long a bystander query took.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Default)]
+pub struct VacuumSample {
+    /// Seconds from the window's start.
+    pub t: f64,
+    /// `pg_stat_user_tables.n_dead_tup`, summed.
+    pub dead_tuples: f64,
+    /// `pg_stat_user_tables.n_live_tup`, summed.
+    pub live_tuples: f64,
+    /// `pg_table_size` of every user table (heap and TOAST), summed, in bytes.
+    pub table_bytes: f64,
+    /// `pg_indexes_size` of every user table, summed, in bytes.
+    pub index_bytes: f64,
+    /// `autovacuum_count`, summed: autovacuum runs so far.
+    pub autovacuums: f64,
+    /// How long the bystander query took (a bounded scan of the busiest table), in ms.
+    pub bystander_ms: f64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

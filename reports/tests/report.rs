@@ -912,6 +912,7 @@ fn faults_are_listed_with_their_recovery_and_marked_on_the_charts_over_time() {
         ended_secs: ended,
         note: note.into(),
         recovery_secs: recovery,
+        ..Default::default()
     };
     r.cells[0].rounds[0].faults = vec![
         fault("kill_broker", 2.0, 3.1, Some(2.0), ""),
@@ -1014,4 +1015,46 @@ fn guarantees_table_and_verdict() {
         html.contains("took the partition &lt;while&gt; consumer 1"),
         "examples escaped"
     );
+}
+
+#[test]
+fn a_held_horizon_shows_its_vacuum_samples_before_during_and_after() {
+    use ackbench_reports::results::{FaultEvent, VacuumSample};
+    let mut r = small_results();
+    let vacuum = (0..8)
+        .map(|i| VacuumSample {
+            t: i as f64,
+            dead_tuples: if (2..6).contains(&i) {
+                1000.0 * i as f64
+            } else {
+                50.0
+            },
+            table_bytes: 2.0 * 1_048_576.0,
+            index_bytes: 1_048_576.0,
+            autovacuums: 0.0,
+            live_tuples: 10.0,
+            bystander_ms: 0.5,
+        })
+        .collect();
+    r.cells[0].rounds[0].faults = vec![FaultEvent {
+        kind: "hold_xmin".into(),
+        at_secs: 2.0,
+        ended_secs: 5.5,
+        note: "xmin horizon held".into(),
+        vacuum,
+        ..Default::default()
+    }];
+    let m = model::build(&r);
+    let rows = &m.runs[0].vacuum;
+    assert_eq!(rows.len(), 8, "a short hold is listed whole");
+    let phases: Vec<&str> = rows.iter().map(|v| v.phase).collect();
+    assert_eq!(
+        phases,
+        ["before", "before", "held", "held", "held", "held", "after", "after"]
+    );
+    let html = render_report(&r).unwrap();
+    assert!(html.contains("While the xmin horizon was held"));
+    assert!(html.contains("5,000") && html.contains("table class=\"vacuum\""));
+    let without = render_report(&small_results()).unwrap();
+    assert!(!without.contains("While the xmin horizon was held"));
 }

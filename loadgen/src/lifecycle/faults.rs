@@ -10,10 +10,11 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
 use ackbench_reports::recovery::recovery_secs;
-use ackbench_reports::results::{Audit, FaultEvent, SecondSample};
+use ackbench_reports::results::{Audit, FaultEvent, SecondSample, VacuumSample};
 
 use super::env::TargetSettings;
 use crate::driver::system::Site;
+use crate::measure::vacuum;
 use crate::scenario::{Fault, FaultKind};
 use crate::target::broker::BrokerProcess;
 use crate::target::embedded::{Embedded, BROKER_APPLICATION};
@@ -65,8 +66,39 @@ pub struct Injector<'a> {
 
 impl Injector<'_> {
     /// Fires every fault at `start + at_secs`, one after another, until the window is cancelled
-    /// (a fault already fired is always ended and restored).
-    pub async fn run(&self, start: Instant, cancel: &watch::Receiver<bool>) -> Vec<FaultEvent> {
+    /// (a fault already fired is always ended and restored). With a `hold_xmin` fault, the
+    /// database's vacuum state is sampled each second of the window (`window_secs`) beside
+    /// them, and the samples go with each `hold_xmin` event.
+    pub async fn run(
+        &self,
+        start: Instant,
+        window_secs: f64,
+        cancel: &watch::Receiver<bool>,
+    ) -> Vec<FaultEvent> {
+        let holds = self.faults.iter().any(|f| f.kind == FaultKind::HoldXmin);
+        let sampler = match holds {
+            true => self.database_session().await.ok(),
+            false => None,
+        };
+        let Some(client) = sampler else {
+            return self.fire_all(start, cancel).await;
+        };
+        let live = |s: &VacuumSample| crate::live::vacuum_sampled(s);
+        let samples = vacuum::sample_window(&client, start, window_secs, cancel, live);
+        let (mut events, samples) = tokio::join!(self.fire_all(start, cancel), samples);
+        for e in events
+            .iter_mut()
+            .filter(|e| e.kind == FaultKind::HoldXmin.name())
+        {
+            e.note
+                .push_str(&vacuum_words(&samples, e.at_secs, e.ended_secs));
+            e.vacuum = samples.clone();
+        }
+        events
+    }
+
+    /// Fires every fault at its time (see `run`).
+    async fn fire_all(&self, start: Instant, cancel: &watch::Receiver<bool>) -> Vec<FaultEvent> {
         let mut events = Vec::new();
         for fault in self.faults {
             let due = start + Duration::from_secs_f64(fault.at_secs);
@@ -83,7 +115,12 @@ impl Injector<'_> {
         let at_secs = start.elapsed().as_secs_f64();
         let note = match self.skip_reason(fault.kind) {
             Some(why) => format!("skipped: {why}"),
-            None => self.apply(fault).await.unwrap_or_else(|e| e),
+            None => {
+                crate::live::fault(fault.kind, true);
+                let note = self.apply(fault).await.unwrap_or_else(|e| e);
+                crate::live::fault(fault.kind, false);
+                note
+            }
         };
         FaultEvent {
             kind: fault.kind.name().to_string(),
@@ -91,6 +128,7 @@ impl Injector<'_> {
             ended_secs: start.elapsed().as_secs_f64(),
             note,
             recovery_secs: None,
+            vacuum: Vec::new(),
         }
     }
 
@@ -105,6 +143,11 @@ impl Injector<'_> {
         }
         if kind.needs_embedded_postgres() && self.embedded().is_err() {
             return Some("no throwaway cluster to fault");
+        }
+        if kind == FaultKind::HoldXmin
+            && (self.postgres.is_none() || self.target.database.is_none())
+        {
+            return Some("no database to hold the horizon of");
         }
         None
     }
@@ -135,6 +178,45 @@ impl Injector<'_> {
                 self.hold_link(Link::Delay(delay), length).await
             }
             FaultKind::KillPgBackends => self.terminate_broker_sessions().await,
+            FaultKind::HoldXmin => self.hold_xmin(length).await,
+        }
+    }
+
+    /// A session of its own on the cell's database.
+    async fn database_session(&self) -> Result<tokio_postgres::Client, String> {
+        let (pg_server, (database, _)) = self
+            .postgres
+            .zip(self.target.database.as_ref())
+            .ok_or("no database to hold the horizon of")?;
+        connect(&pg_server.url_of(database)).await
+    }
+
+    /// A `REPEATABLE READ` transaction that takes its snapshot and stays open for `length` on a
+    /// session of its own, then is rolled back; a second session checks that the holder's
+    /// `backend_xmin` shows in `pg_stat_activity` while held and is gone after.
+    async fn hold_xmin(&self, length: Duration) -> Result<String, String> {
+        let holder = self.database_session().await?;
+        let watcher = self.database_session().await?;
+        let pid: i32 = holder
+            .query_one("SELECT pg_backend_pid()", &[])
+            .await
+            .map_err(pg)?
+            .get(0);
+        holder
+            .batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT 1")
+            .await
+            .map_err(pg)?;
+        let held = backend_xmin(&watcher, pid).await?;
+        tokio::time::sleep(length).await;
+        holder.batch_execute("ROLLBACK").await.map_err(pg)?;
+        let after = backend_xmin(&watcher, pid).await?;
+        let held = held.ok_or("the holding transaction showed no backend_xmin")?;
+        match after {
+            None => Ok(format!(
+                "xmin horizon held at {held} (backend_xmin of pid {pid}) for {:.1} s, then released",
+                length.as_secs_f64()
+            )),
+            Some(x) => Err(format!("backend_xmin {x} of pid {pid} still held after the rollback")),
         }
     }
 
@@ -195,6 +277,41 @@ impl Injector<'_> {
             .process()
             .ok_or_else(|| "no broker process".to_string())
     }
+}
+
+/// What the samples say of a hold from `at` to `ended` (seconds into the window): dead tuples
+/// and the bystander query's latency as the hold began, as it ended and at the window's end.
+fn vacuum_words(samples: &[VacuumSample], at: f64, ended: f64) -> String {
+    let last_before = |t: f64| samples.iter().rev().find(|s| s.t <= t).or(samples.first());
+    let (Some(start), Some(end), Some(last)) =
+        (last_before(at), last_before(ended), samples.last())
+    else {
+        return "; no vacuum samples".to_string();
+    };
+    format!(
+        "; dead tuples {:.0} as the hold began, {:.0} as it ended, {:.0} at the window's end; bystander query {:.2} ms, {:.2} ms, {:.2} ms",
+        start.dead_tuples,
+        end.dead_tuples,
+        last.dead_tuples,
+        start.bystander_ms,
+        end.bystander_ms,
+        last.bystander_ms
+    )
+}
+
+/// The `backend_xmin` of session `pid` as `pg_stat_activity` shows it (as text), if it has one.
+async fn backend_xmin(
+    watcher: &tokio_postgres::Client,
+    pid: i32,
+) -> Result<Option<String>, String> {
+    let row = watcher
+        .query_opt(
+            "SELECT backend_xmin::text FROM pg_stat_activity WHERE pid = $1",
+            &[&pid],
+        )
+        .await
+        .map_err(pg)?;
+    Ok(row.and_then(|r| r.get::<_, Option<String>>(0)))
 }
 
 /// SIGKILL, `downtime`, then the same broker again on the same port and database.

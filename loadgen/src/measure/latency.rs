@@ -61,6 +61,12 @@ impl Recorder {
             .unwrap_or(0.0)
     }
 
+    /// `read` applied to every histogram recorded so far, by operation, under the recorder's
+    /// lock (no copy): for the live metrics' scrape.
+    pub fn read<T>(&self, read: impl FnOnce(&BTreeMap<String, Histogram<u64>>) -> T) -> T {
+        read(&self.histograms.lock().expect("latency lock"))
+    }
+
     /// Every histogram recorded, by operation.
     pub fn snapshot(&self) -> BTreeMap<String, Histogram<u64>> {
         self.histograms.lock().expect("latency lock").clone()

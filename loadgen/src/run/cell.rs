@@ -17,6 +17,7 @@ use crate::lifecycle::phases::Workload;
 use crate::lifecycle::settle::Settlement;
 use crate::lifecycle::window::{self, Edge, Tick, Window};
 use crate::lifecycle::CellRound;
+use crate::live;
 use crate::measure::broker_metrics::{self, Scrape};
 use crate::measure::figures::{derive, per_broker, BrokerWindow, WindowDeltas};
 use crate::measure::pg_counters::PgSnapshot;
@@ -53,6 +54,7 @@ async fn measure(
     let run = &cr.scenario.run;
     let label = cr.label();
     let mut workload = Workload::start(cr, system, settlement, progress).await?;
+    live::cell_started(cr, workload.ctx());
     let window = if workload
         .warm_up(&label, run.warmup_secs, cancel, progress)
         .await
@@ -65,7 +67,9 @@ async fn measure(
             postgres: env.postgres.as_ref(),
             ctx: workload.ctx(),
         };
-        Some(measured_window(cr, system, &injector, cancel, progress).await)
+        let (window, seen) = measured_window(cr, system, &injector, cancel, progress).await;
+        live::window_closed(&window);
+        Some((window, seen))
     };
     let interrupted = window.as_ref().is_none_or(|(w, _)| w.interrupted);
     let drained = !interrupted
@@ -82,6 +86,7 @@ async fn measure(
         system.promises(),
         cr.scenario.queue.options.lease_time.saturating_mul(1000),
     );
+    live::cell_finished(&audit);
     if let Some(path) = &env.history {
         history::export::append(path, &cr.name, cr.round, &ctx.history, &ctx.ledger)?;
     }
@@ -131,6 +136,7 @@ async fn measured_window(
     let mut series = Vec::new();
     let on_tick = |start: &Edge, last: &Tick, now: &Tick| {
         let sample = second_sample(start, last, now, ctx);
+        live::pg_sampled(now.live);
         progress.update(&format!(
             "{label} measure {:>2.0}/{duration:.0}s push {:>5.0}/s ack {:>5.0}/s commits {:>5.0}/s p99 {:>6.1}ms backlog {:>5} errors {}",
             sample.t,
@@ -143,7 +149,7 @@ async fn measured_window(
         ));
         series.push(sample);
     };
-    let faults = |start| injector.run(start, cancel);
+    let faults = |start| injector.run(start, duration, cancel);
     let (window, events) = window::sample(system, ctx, duration, cancel, on_tick, faults).await;
     for e in &events {
         progress.say(&format!(

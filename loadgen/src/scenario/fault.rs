@@ -10,8 +10,15 @@
 //! lagging as over a slow link), `partition_postgres` (the broker's database connections cut for
 //! `duration_ms`), `latency_postgres` (`delay_ms` added each way for `duration_ms`),
 //! `kill_pg_backends` (`pg_terminate_backend` of the broker's sessions) and `pause_postgres`
-//! (SIGSTOP of the server's processes, SIGCONT after `duration_ms`). Each fault must end inside
+//! (SIGSTOP of the server's processes, SIGCONT after `duration_ms`); `hold_xmin` (a
+//! `REPEATABLE READ` transaction that takes a snapshot on its own connection to the cell's
+//! database and stays open for `duration_ms`, holding back the xmin horizon so vacuum cannot
+//! remove what dies meanwhile; then rolled back). Each fault must end inside
 //! the window and faults may not overlap, so the recovery after each one is its own.
+//!
+//! A fault's time may be given as shares of the measured window instead (`at_share`, and for
+//! the kinds with `duration_ms`, `duration_share`): such a fault moves with the window when
+//! `--duration` changes it, so a long scenario (`endurance`) runs shortened with the same shape.
 //!
 //! `[postgres]` says how the throwaway cluster is set up for them: `replication = "none"`
 //! (default), `"async"` or `"sync"` (a streaming standby).
@@ -34,9 +41,24 @@ pub enum FaultKind {
     LatencyPostgres,
     KillPgBackends,
     PausePostgres,
+    HoldXmin,
 }
 
 impl FaultKind {
+    /// Every kind, in the order of the enum.
+    pub const ALL: &'static [FaultKind] = &[
+        FaultKind::KillBroker,
+        FaultKind::RestartPostgres,
+        FaultKind::PauseBroker,
+        FaultKind::PauseConsumers,
+        FaultKind::FailoverPostgres,
+        FaultKind::PartitionPostgres,
+        FaultKind::LatencyPostgres,
+        FaultKind::KillPgBackends,
+        FaultKind::PausePostgres,
+        FaultKind::HoldXmin,
+    ];
+
     /// The kind's name in scenario files and results.
     pub fn name(self) -> &'static str {
         match self {
@@ -49,6 +71,7 @@ impl FaultKind {
             FaultKind::LatencyPostgres => "latency_postgres",
             FaultKind::KillPgBackends => "kill_pg_backends",
             FaultKind::PausePostgres => "pause_postgres",
+            FaultKind::HoldXmin => "hold_xmin",
         }
     }
 
@@ -91,7 +114,8 @@ impl FaultKind {
             | FaultKind::PauseConsumers
             | FaultKind::PartitionPostgres
             | FaultKind::LatencyPostgres
-            | FaultKind::PausePostgres => Some("duration_ms"),
+            | FaultKind::PausePostgres
+            | FaultKind::HoldXmin => Some("duration_ms"),
             FaultKind::RestartPostgres | FaultKind::KillPgBackends => None,
         }
     }
@@ -151,7 +175,11 @@ impl DatabaseSide {
 #[serde(deny_unknown_fields)]
 pub(crate) struct FaultFile {
     pub kind: FaultKind,
-    pub at_secs: f64,
+    pub at_secs: Option<f64>,
+    /// When it fires, as a share of the measured window (instead of `at_secs`).
+    pub at_share: Option<f64>,
+    /// How long it lasts, as a share of the measured window (instead of `duration_ms`).
+    pub duration_share: Option<f64>,
     pub restart_after_ms: Option<u64>,
     pub duration_ms: Option<u64>,
     pub delay_ms: Option<u64>,
@@ -173,9 +201,23 @@ pub struct Fault {
     pub delay_ms: u64,
     /// The entry's line in the file.
     pub line: usize,
+    /// `at_share` and `duration_share` (0 without one), when the fault is placed by them: it
+    /// moves with the window.
+    pub shares: Option<(f64, f64)>,
 }
 
 impl Fault {
+    /// The fault in a window of `window_secs`: moved with it when placed by shares.
+    pub fn in_window(mut self, window_secs: f64) -> Fault {
+        if let Some((at, length)) = self.shares {
+            self.at_secs = at * window_secs;
+            if length > 0.0 {
+                self.length_ms = (length * window_secs * 1000.0).round().max(1.0) as u64;
+            }
+        }
+        self
+    }
+
     /// When the fault is planned to end, in seconds from the window's start.
     pub fn planned_end_secs(&self) -> f64 {
         self.at_secs + self.length_ms as f64 / 1000.0
@@ -184,6 +226,9 @@ impl Fault {
 
 /// Longest downtime or pause: ten minutes.
 const MAX_LENGTH_MS: u64 = 600_000;
+
+/// Longest `hold_xmin`: a day (an endurance run holds the horizon for half an hour or more).
+const MAX_HOLD_MS: u64 = 86_400_000;
 
 /// Longest added latency: ten seconds each way.
 const MAX_DELAY_MS: u64 = 10_000;
@@ -200,6 +245,7 @@ pub(crate) fn faults_from_file(
         .iter()
         .enumerate()
         .map(|(i, f)| fault_from_file(f, &format!("faults[{i}]"), setup, loc))
+        .map(|f| f.map(|f| f.in_window(window_secs)))
         .collect::<Result<Vec<Fault>, _>>()?;
     check_in_window(&faults, window_secs, loc)?;
     faults.sort_by(|a, b| a.at_secs.total_cmp(&b.at_secs));
@@ -221,25 +267,87 @@ fn fault_from_file(
         );
         return Err(loc.invalid(&key, message));
     }
-    let at_key = format!("{path}.at_secs");
-    if !raw.at_secs.is_finite() || raw.at_secs < 0.0 {
-        let message = format!(
-            "{at_key} must be a number of seconds >= 0, got {}",
-            raw.at_secs
-        );
-        return Err(loc.invalid(&at_key, message));
-    }
-    let length_ms = match raw.kind.length_key() {
-        Some(key) => required_length(raw, path, key, loc)?,
-        None => 0,
+    let (at_secs, shares) = placement(raw, path, loc)?;
+    let length_ms = match (raw.kind.length_key(), shares) {
+        (Some(_), Some((_, length))) if length > 0.0 => 0,
+        (Some(key), _) => required_length(raw, path, key, loc)?,
+        (None, _) => 0,
     };
     Ok(Fault {
         kind: raw.kind,
-        at_secs: raw.at_secs,
+        at_secs,
         length_ms,
         delay_ms: delay(raw, path, loc)?,
         line: loc.line_of(path),
+        shares,
     })
+}
+
+/// When the fault fires: `at_secs`, or `at_share` of the window (with `duration_share`, how
+/// long it lasts), one of the two; the shares are `None` with `at_secs`.
+fn placement(
+    raw: &FaultFile,
+    path: &str,
+    loc: &Locator,
+) -> Result<(f64, Option<(f64, f64)>), ScenarioError> {
+    let at_key = format!("{path}.at_secs");
+    let share_key = format!("{path}.at_share");
+    let length_key = format!("{path}.duration_share");
+    match (raw.at_secs, raw.at_share) {
+        (Some(_), Some(_)) => {
+            let message = format!("{path}: give at_secs or at_share, not both");
+            Err(loc.invalid(&share_key, message))
+        }
+        (None, None) => {
+            let message = format!("{at_key} (or at_share) is required");
+            Err(loc.invalid_at(loc.line_of(path), &at_key, message))
+        }
+        (Some(at), None) if !at.is_finite() || at < 0.0 => {
+            let message = format!("{at_key} must be a number of seconds >= 0, got {at}");
+            Err(loc.invalid(&at_key, message))
+        }
+        (Some(at), None) if raw.duration_share.is_some() => {
+            let message = format!("{length_key} needs at_share (got at_secs = {at})");
+            Err(loc.invalid(&length_key, message))
+        }
+        (Some(at), None) => Ok((at, None)),
+        (None, Some(share)) => {
+            check_share(&share_key, share, loc)?;
+            let length = duration_share(raw, &length_key, loc)?;
+            Ok((0.0, Some((share, length))))
+        }
+    }
+}
+
+/// `duration_share` (0 without one): for a kind with `duration_ms`, instead of it.
+fn duration_share(raw: &FaultFile, key: &str, loc: &Locator) -> Result<f64, ScenarioError> {
+    let Some(share) = raw.duration_share else {
+        return Ok(0.0);
+    };
+    if raw.kind.length_key() != Some("duration_ms") {
+        let message = format!("{key} does not apply to kind = \"{}\"", raw.kind.name());
+        return Err(loc.invalid(key, message));
+    }
+    if raw.duration_ms.is_some() {
+        let message = format!("{key}: give duration_ms or duration_share, not both");
+        return Err(loc.invalid(key, message));
+    }
+    check_share(key, share, loc)?;
+    match share > 0.0 {
+        true => Ok(share),
+        false => Err(loc.invalid(key, format!("{key} must be above 0, got {share}"))),
+    }
+}
+
+/// A share of the window: from 0 up to (not including) 1.
+fn check_share(key: &str, share: f64, loc: &Locator) -> Result<(), ScenarioError> {
+    match share.is_finite() && (0.0..1.0).contains(&share) {
+        true => Ok(()),
+        false => Err(loc.invalid(
+            key,
+            format!("{key} must be a share of the window from 0 up to 1, got {share}"),
+        )),
+    }
 }
 
 /// `delay_ms`: required for `latency_postgres` (1 to `MAX_DELAY_MS`), refused elsewhere.
@@ -294,8 +402,12 @@ fn required_length(
         return Err(loc.invalid_at(loc.line_of(path), &full, message));
     };
     let least = u64::from(key != "lag_ms");
-    if ms < least || ms > MAX_LENGTH_MS {
-        let message = format!("{full} must be between {least} and {MAX_LENGTH_MS}, got {ms}");
+    let most = match raw.kind {
+        FaultKind::HoldXmin => MAX_HOLD_MS,
+        _ => MAX_LENGTH_MS,
+    };
+    if ms < least || ms > most {
+        let message = format!("{full} must be between {least} and {most}, got {ms}");
         return Err(loc.invalid(&full, message));
     }
     Ok(ms)
@@ -336,9 +448,24 @@ fn refuse_overlaps(sorted: &[Fault], loc: &Locator) -> Result<(), ScenarioError>
     Ok(())
 }
 
-/// Re-checks the faults against a window changed by `--duration`.
+/// Re-checks the faults against a window changed by `--duration` (those placed by shares moved
+/// with it).
 pub(crate) fn check_window_override(faults: &[Fault], window_secs: f64) -> Result<(), String> {
-    match faults.iter().find(|f| f.planned_end_secs() >= window_secs) {
+    let mut moved: Vec<Fault> = faults.iter().map(|f| f.in_window(window_secs)).collect();
+    moved.sort_by(|a, b| a.at_secs.total_cmp(&b.at_secs));
+    if let Some(pair) = moved
+        .windows(2)
+        .find(|p| p[1].at_secs < p[0].planned_end_secs())
+    {
+        return Err(format!(
+            "in a window of {window_secs} s the {} fault (line {}) would start before the {} fault (line {}) ends",
+            pair[1].kind.name(),
+            pair[1].line,
+            pair[0].kind.name(),
+            pair[0].line
+        ));
+    }
+    match moved.iter().find(|f| f.planned_end_secs() >= window_secs) {
         Some(f) => Err(format!(
             "the {} fault (line {}) ends at {} s, outside a window of {window_secs} s",
             f.kind.name(),
@@ -346,5 +473,35 @@ pub(crate) fn check_window_override(faults: &[Fault], window_secs: f64) -> Resul
             f.planned_end_secs()
         )),
         None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The kind's place in `FaultKind::ALL`; a kind left out of this match fails to compile, so a
+    /// new kind is added here and to `ALL`.
+    fn place(kind: FaultKind) -> usize {
+        match kind {
+            FaultKind::KillBroker => 0,
+            FaultKind::RestartPostgres => 1,
+            FaultKind::PauseBroker => 2,
+            FaultKind::PauseConsumers => 3,
+            FaultKind::FailoverPostgres => 4,
+            FaultKind::PartitionPostgres => 5,
+            FaultKind::LatencyPostgres => 6,
+            FaultKind::KillPgBackends => 7,
+            FaultKind::PausePostgres => 8,
+            FaultKind::HoldXmin => 9,
+        }
+    }
+
+    #[test]
+    fn every_kind_is_listed_once_in_all() {
+        assert_eq!(FaultKind::ALL.len(), 10);
+        for (i, kind) in FaultKind::ALL.iter().enumerate() {
+            assert_eq!(place(*kind), i, "{}", kind.name());
+        }
     }
 }

@@ -164,6 +164,8 @@ impl Scenario {
         run.cells = cells.unwrap_or_else(|| run.cells.clone());
         run.rounds = o.rounds.unwrap_or(run.rounds);
         run.duration_secs = o.duration_secs.unwrap_or(run.duration_secs);
+        let window = run.duration_secs;
+        self.faults = self.faults.iter().map(|f| f.in_window(window)).collect();
         run.warmup_secs = o.warmup_secs.unwrap_or(run.warmup_secs);
         run.seed = o.seed.or(run.seed);
     }

@@ -113,6 +113,22 @@ struct Book {
     owed: u64,
     resolved: u64,
     acked: u64,
+    /// (message, group) pairs the broker answered dead-lettered, and dropped by policy.
+    dead_lettered: u64,
+    dropped: u64,
+}
+
+/// The ledger's running counts, read in one go (for the live metrics).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SoFar {
+    /// Messages pushed (not multiplied by groups).
+    pub pushed: u64,
+    /// Distinct (message, group) pairs acked.
+    pub acked: u64,
+    pub dead_lettered: u64,
+    pub dropped: u64,
+    /// (message, group) obligations not yet acked, dead-lettered or dropped.
+    pub unresolved: u64,
 }
 
 /// What became of a delivered message's push, as the producers saw it.
@@ -226,6 +242,8 @@ impl Ledger {
         let f = b.fates[group].get_mut(txn).expect("owed above");
         let was_resolved = f.resolved();
         let first_ack = acked && !f.acked;
+        let first_dead_letter = dead_lettered && !f.dead_lettered;
+        let first_drop = dropped && !f.dropped;
         f.acked |= acked;
         f.dead_lettered |= dead_lettered;
         f.dropped |= dropped;
@@ -237,6 +255,8 @@ impl Ledger {
         if first_ack {
             b.acked += 1;
         }
+        b.dead_lettered += u64::from(first_dead_letter);
+        b.dropped += u64::from(first_drop);
         first_ack.then_some(FirstAck { deliveries })
     }
 
@@ -254,6 +274,18 @@ impl Ledger {
     pub fn backlog(&self) -> u64 {
         let b = self.book.lock().expect("ledger lock");
         b.owed.saturating_sub(b.resolved)
+    }
+
+    /// The running counts so far, under one lock.
+    pub fn so_far(&self) -> SoFar {
+        let b = self.book.lock().expect("ledger lock");
+        SoFar {
+            pushed: b.pushed,
+            acked: b.acked,
+            dead_lettered: b.dead_lettered,
+            dropped: b.dropped,
+            unresolved: b.owed.saturating_sub(b.resolved),
+        }
     }
 
     /// Reconciles with the broker's DLQ listing (per group: the transactionId hashes it holds)

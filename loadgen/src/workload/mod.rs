@@ -5,6 +5,7 @@
 pub mod answers;
 pub mod calls;
 pub mod consumer;
+pub mod errors;
 pub mod ledger;
 pub mod plan;
 pub mod producer;
@@ -112,6 +113,8 @@ pub struct CellContext {
     pushes_in_flight: AtomicU64,
     /// A `pause_consumers` fault: consumers neither pop nor ack while it is set.
     consumers_paused: AtomicBool,
+    /// Errors counted by kind (`errors` counts them all).
+    pub error_kinds: errors::ErrorKinds,
     /// The last error seen, for the progress line and the log.
     pub last_error: std::sync::Mutex<Option<String>>,
 }
@@ -128,6 +131,7 @@ impl CellContext {
             phase: AtomicU8::new(Phase::Warmup as u8),
             pushes_in_flight: AtomicU64::new(0),
             consumers_paused: AtomicBool::new(false),
+            error_kinds: errors::ErrorKinds::default(),
             last_error: std::sync::Mutex::new(None),
         }
     }
@@ -188,6 +192,7 @@ impl CellContext {
 
     pub fn error(&self, what: String) {
         Counters::bump(&self.counters.errors, 1);
+        self.error_kinds.count(&what);
         *self.last_error.lock().expect("error lock") = Some(what);
     }
 }

@@ -3,8 +3,9 @@
 //! (`capacity`), whole runs through the binary against a throwaway PostgreSQL and the
 //! workspace's broker (`end_to_end`), fault steps in such runs (`faults`), and Queen MQ's wire
 //! from its recorded answers (`queen_target`), several brokers per cell (`topology`), and a run
-//! split into shards and merged back (`shards`), and runs kept in a history and searched for change
-//! points (`trend`). Shared helpers live in `tests/common`.
+//! split into shards and merged back (`shards`), runs kept in a history and searched for change
+//! points (`trend`), live metrics scraped by Prometheus (`live`) and the endurance fault that holds
+//! back the xmin horizon (`endurance`). Shared helpers live in `tests/common`.
 
 #[path = "../common/mod.rs"]
 mod common;
@@ -12,11 +13,13 @@ mod common;
 mod capacity;
 mod cli;
 mod end_to_end;
+mod endurance;
 mod faults;
 mod faults_db;
 mod gates;
 mod guarantees;
 mod house;
+mod live;
 mod queen_target;
 mod scenario_parsing;
 mod shards;

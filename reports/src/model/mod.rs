@@ -21,7 +21,7 @@ mod verdict;
 pub use crate::figures::{Better, FigureDef, Format, Needs};
 pub use chart::*;
 pub use comparison::{CompareCell, CompareRow, Comparison};
-pub use faults::FaultRow;
+pub use faults::{FaultRow, VacuumRow};
 pub use format::{format_count, format_number, format_ratio, format_value};
 pub use glance::{GlanceRow, Pace};
 pub use guarantees::GuaranteeRow;
@@ -70,6 +70,8 @@ pub struct RunModel {
     pub peers: Vec<PeerTable>,
     /// Fault steps injected, with their recovery times (none without `[[faults]]`).
     pub faults: Vec<FaultRow>,
+    /// The vacuum state over time around each `hold_xmin` fault (none without one).
+    pub vacuum: Vec<VacuumRow>,
     /// "By broker topology": the cells that ran several brokers or several topologies.
     pub topology: Option<TopologyTable>,
 }
@@ -275,6 +277,7 @@ fn run_model(r: &Results, tag: &str, label: &str) -> RunModel {
         gates: tables::gate_rows(r),
         peers: peers::peer_tables(r),
         faults: faults::fault_rows(r),
+        vacuum: faults::vacuum_rows(r),
         topology: topology::topology_table(r),
     }
 }

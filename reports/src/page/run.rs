@@ -493,7 +493,45 @@ fn faults(run: &RunModel) -> Markup {
                         }
                     } }
                 } }
+                (vacuum(run))
             }
+        }
+    }
+}
+
+/// The vacuum state of the cell database over the window of each `hold_xmin` fault (absent
+/// without one).
+fn vacuum(run: &RunModel) -> Markup {
+    let mb = |b: f64| format_number(b / 1_048_576.0);
+    html! {
+        @if !run.vacuum.is_empty() {
+            h3 { "While the xmin horizon was held" }
+            p class="help" {
+                "The cell database's user tables each second of a window with hold_xmin (a \
+                 REPEATABLE READ snapshot held open), thinned to a few rows: dead tuples pile \
+                 up while the horizon is held, and the bystander query (counting up to \
+                 10 000 rows of the busiest table) reads through them."
+            }
+            div class="scroll" { table class="vacuum" {
+                thead { tr {
+                    th class="l" { "cell" } th { "round" } th { "t (s)" } th class="l" { "hold" }
+                    th { "dead tuples" } th { "tables (MB)" } th { "indexes (MB)" }
+                    th { "autovacuums" } th { "bystander (ms)" }
+                } }
+                tbody { @for v in &run.vacuum {
+                    tr data-cell=(v.cell) {
+                        th scope="row" { (swatch(&v.cell)) (v.cell) }
+                        td { (v.round) }
+                        td { (format_number(v.t)) }
+                        td class="l" { (v.phase) }
+                        td { (format_number(v.dead_tuples)) }
+                        td { (mb(v.table_bytes)) }
+                        td { (mb(v.index_bytes)) }
+                        td { (format_number(v.autovacuums)) }
+                        td { (format_number(v.bystander_ms)) }
+                    }
+                } }
+            } }
         }
     }
 }
