@@ -25,7 +25,8 @@ enum Command {
     Run(RunOptions),
     /// Render the HTML report of a results file (optionally compared with another run).
     Report(ReportArgs),
-    /// Judge a results file against its scenario's gates (exit 0 held, 1 failed, 2 broken).
+    /// Judge a results file against its scenario's gates (exit 0 held or inconclusive, 1 failed
+    /// or with --strict inconclusive, 2 broken).
     Gate(GateArgs),
     /// Store a passing run's figures as a baseline for baseline gates.
     Baseline(BaselineArgs),
@@ -57,9 +58,12 @@ struct GateArgs {
     /// Take the gates from this scenario file instead of the one recorded in the results.
     #[arg(long)]
     gates: Option<PathBuf>,
-    /// Output: table (default), markdown, github-action-benchmark, bencher.
+    /// Output: table (default), json, markdown, github-action-benchmark, bencher.
     #[arg(long, default_value = "table")]
     format: String,
+    /// An inconclusive gate (its interval straddles the bound) exits 1 instead of 0.
+    #[arg(long)]
+    strict: bool,
 }
 
 #[derive(clap::Args)]
@@ -100,6 +104,7 @@ fn main() -> ExitCode {
                 a.baseline.as_deref(),
                 a.gates.as_deref(),
                 &a.format,
+                a.strict,
             ),
             Command::Baseline(a) => ackbench::cli::baseline(&a.results, &a.out),
             Command::Capacity(opts) => ackbench::cli::capacity(opts).await,

@@ -91,6 +91,13 @@ pub struct RunOptions {
     /// JSON lines, one per delivery, for independent checkers (see docs/spec/loadgen.md).
     #[arg(long, value_name = "FILE")]
     pub history: Option<PathBuf>,
+    /// When a gate's interval straddles its bound, run the cells it judges up to N more rounds
+    /// (re-judging after each) before deciding.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub confirm: u32,
+    /// An inconclusive gate fails the run (exit 1) instead of being reported and passed.
+    #[arg(long)]
+    pub strict: bool,
 }
 
 impl RunOptions {
