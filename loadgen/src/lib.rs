@@ -8,6 +8,7 @@
 //! a run over many processes (`--shard I/N`) and merges their results back into one
 //! (`ackbench merge`).
 
+pub mod calibrate;
 pub mod capacity;
 pub mod cli;
 pub mod client;

@@ -33,6 +33,9 @@ enum Command {
     /// Step the offered producer rate up per cell and find the highest rate sustained within a
     /// p99 target; writes capacity.json and capacity.html.
     Capacity(CapacityOptions),
+    /// Measure each ratio gate of a scenario: false alarms over A/A runs, and whether it
+    /// catches the regression it exists for (injected into the broker); writes calibration.json.
+    Calibrate(ackbench::calibrate::CalibrateOptions),
     /// Merge the results of every shard of a sharded run (`run --shard I/N`) into one
     /// results.json and report.html, the audit reconciled across the shards.
     Merge(MergeArgs),
@@ -108,6 +111,7 @@ fn main() -> ExitCode {
             ),
             Command::Baseline(a) => ackbench::cli::baseline(&a.results, &a.out),
             Command::Capacity(opts) => ackbench::cli::capacity(opts).await,
+            Command::Calibrate(opts) => ackbench::calibrate::command(opts).await,
             Command::Merge(a) => ackbench::cli::merge(&a.dirs, a.out.as_deref()),
         }
     });

@@ -3,19 +3,22 @@
 //!
 //! A gated figure is judged on the log scale (a ratio's noise is multiplicative): each round
 //! gives one estimate `y = ln(figure)` (a ratio gate: `ln(num) - ln(den)` of that round; a
-//! baseline gate: `ln(now / baseline)`). Two variances of the mean of `y` are formed:
+//! baseline gate: `ln(now / baseline)`). Two variances of one round's `y` are formed:
 //!
-//! - between rounds: the sample variance of the rounds' `y` over their count, with `k - 1`
-//!   degrees of freedom (needs two rounds or more);
-//! - within rounds: each round's variance of `y` from its per-second samples, by the ratio
+//! - within rounds `W`: each round's variance of `y` from its per-second samples, by the ratio
 //!   estimator's linearisation (the figure is a sum over seconds over a sum over seconds:
 //!   `Var(ln(A/B)) ~ n/(n-1) * sum (a_i - F b_i)^2 / (F * sum b_i)^2`), added over the two cells
-//!   of a ratio, averaged over rounds, with `sum (n_i - 1)` degrees of freedom.
+//!   of a ratio (Welch-Satterthwaite degrees of freedom), averaged over rounds, with their
+//!   degrees of freedom added;
+//! - between rounds `B`: the sample variance of the rounds' `y`, with `k - 1` degrees of
+//!   freedom (needs two rounds or more).
 //!
-//! The interval is the wider of the two Student-t intervals at 95 % (either alone when only one
-//! can be formed): noise the seconds show but two rounds happen not to, and drift between
-//! rounds the seconds cannot show, both widen it. With one round and no per-second samples of
-//! the figure there is no interval.
+//! A round's variance is taken as `W + B`: `B` already holds the per-second noise besides any
+//! drift between rounds, so the sum counts that noise twice, conservative by design, and stays
+//! sound when a few rounds happen to agree. Its degrees of freedom are Welch-Satterthwaite's
+//! for the sum (rounded down), either alone when only one exists. The interval is
+//! `exp(mean +- t_975(df) * sqrt(var / k))`. With one round and no per-second samples of the
+//! figure there is no interval.
 
 use ackbench_reports::results::{GateInterval, RoundResults, SecondSample};
 
@@ -31,10 +34,11 @@ pub struct RoundLog {
 }
 
 impl RoundLog {
-    /// `num / den` of one round: the logs subtract and the (independent) variances add.
+    /// `num / den` of one round: the logs subtract, the (independent) variances add, with
+    /// Welch-Satterthwaite degrees of freedom.
     pub fn ratio(num: RoundLog, den: RoundLog) -> RoundLog {
         let within = match (num.within, den.within) {
-            (Some((a, da)), Some((b, db))) => Some((a + b, da.min(db))),
+            (Some(a), Some(b)) => Some(sum_of_variances(a, b)),
             _ => None,
         };
         RoundLog {
@@ -105,23 +109,22 @@ pub fn interval(rounds: &[RoundLog]) -> Option<GateInterval> {
     let mean = rounds.iter().map(|r| r.value).sum::<f64>() / k as f64;
     let between = (k >= 2).then(|| {
         let ss: f64 = rounds.iter().map(|r| (r.value - mean).powi(2)).sum();
-        let var_mean = ss / (k as f64 - 1.0) / k as f64;
-        t_975((k - 1) as u32) * var_mean.sqrt()
+        (ss / (k as f64 - 1.0), (k - 1) as u32)
     });
     let within = rounds
         .iter()
         .map(|r| r.within)
         .collect::<Option<Vec<_>>>()
         .map(|w| {
-            let var_mean = w.iter().map(|(v, _)| v).sum::<f64>() / (k * k) as f64;
-            let df = w.iter().map(|(_, d)| d).sum::<u32>();
-            t_975(df) * var_mean.sqrt()
+            let var = w.iter().map(|(v, _)| v).sum::<f64>() / k as f64;
+            (var, w.iter().map(|(_, d)| d).sum::<u32>())
         });
-    let half = match (between, within) {
-        (Some(a), Some(b)) => a.max(b),
-        (Some(a), None) | (None, Some(a)) => a,
+    let (var, df) = match (between, within) {
+        (Some(b), Some(w)) => sum_of_variances(b, w),
+        (Some(x), None) | (None, Some(x)) => x,
         (None, None) => return None,
     };
+    let half = t_975(df) * (var / k as f64).sqrt();
     half.is_finite().then(|| GateInterval {
         estimate: mean.exp(),
         low: (mean - half).exp(),
@@ -129,6 +132,17 @@ pub fn interval(rounds: &[RoundLog]) -> Option<GateInterval> {
         level: LEVEL,
         rounds: k as u32,
     })
+}
+
+/// Two independent variance estimates added, with the Welch-Satterthwaite degrees of freedom
+/// of the sum (rounded down; the larger of the two when both variances are zero).
+fn sum_of_variances((a, da): (f64, u32), (b, db): (f64, u32)) -> (f64, u32) {
+    let denominator = a * a / da.max(1) as f64 + b * b / db.max(1) as f64;
+    let df = match denominator > 0.0 {
+        true => ((a + b).powi(2) / denominator).floor() as u32,
+        false => da.max(db),
+    };
+    (a + b, df.max(da.min(db)).max(1))
 }
 
 /// The 97.5th percentile of Student's t with `df` degrees of freedom (a two-sided 95 %

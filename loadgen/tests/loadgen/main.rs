@@ -3,11 +3,12 @@
 //! (`capacity`), whole runs through the binary against a throwaway PostgreSQL and the
 //! workspace's broker (`end_to_end`), fault steps in such runs (`faults`), and Queen MQ's wire
 //! from its recorded answers (`queen_target`), several brokers per cell (`topology`), and a run
-//! split into shards and merged back (`shards`). Shared helpers live in `tests/common`.
+//! split into shards and merged back (`shards`), and a gate calibration (`calibrate`). Shared helpers live in `tests/common`.
 
 #[path = "../common/mod.rs"]
 mod common;
 
+mod calibrate;
 mod capacity;
 mod cli;
 mod end_to_end;
