@@ -3,7 +3,8 @@
 //! (`capacity`), whole runs through the binary against a throwaway PostgreSQL and the
 //! workspace's broker (`end_to_end`), fault steps in such runs (`faults`), and Queen MQ's wire
 //! from its recorded answers (`queen_target`), several brokers per cell (`topology`), and a run
-//! split into shards and merged back (`shards`), and a gate calibration (`calibrate`). Shared helpers live in `tests/common`.
+//! split into shards and merged back (`shards`), a gate calibration (`calibrate`) and
+//! more rounds for an inconclusive gate (`confirm`). Shared helpers live in `tests/common`.
 
 #[path = "../common/mod.rs"]
 mod common;
@@ -11,6 +12,7 @@ mod common;
 mod calibrate;
 mod capacity;
 mod cli;
+mod confirm;
 mod end_to_end;
 mod faults;
 mod faults_db;
