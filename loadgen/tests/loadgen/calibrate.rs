@@ -35,7 +35,18 @@ fn calibrating_smoke_counts_false_alarms_and_catches_a_broken_fusion() {
         &dir,
         "calibrate",
         &text,
-        &["--runs", "1", "--warmup", "1", "--out", out_arg],
+        // --confirm as CI would run the gates: a window whose seconds happen to be noisy gets
+        // another round before its verdict counts.
+        &[
+            "--runs",
+            "1",
+            "--warmup",
+            "1",
+            "--confirm",
+            "2",
+            "--out",
+            out_arg,
+        ],
     );
     let file = out.join("calibration.json");
     let c: Value = serde_json::from_str(
