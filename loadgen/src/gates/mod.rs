@@ -574,6 +574,7 @@ pub fn measured_words(v: &GateVerdict) -> String {
     match (v.outcome(), &v.interval) {
         (GateOutcome::NotJudged, _) => "—".to_string(),
         (_, Some(i)) => i.words(),
+        (_, None) if v.kind == "audit" => format!("{:.4} [{:.4}, {:.4}]", m.median, m.min, m.max),
         (_, None) => format!("{:.4} [{:.4}, {:.4}] rounds", m.median, m.min, m.max),
     }
 }

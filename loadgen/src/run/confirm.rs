@@ -50,49 +50,63 @@ pub async fn confirm(
                 .map(|v| v.gate.as_str())
                 .collect::<Vec<_>>()
                 .join(", "),
-            wanted
-                .iter()
-                .map(|p| p.name.as_str())
-                .collect::<Vec<_>>()
-                .join(", ")
+            names(&wanted)
         ));
-        let at = RoundAt {
-            round,
-            rounds: round,
-            seed: c.seed,
-        };
-        for planned in &wanted {
-            if *cancel.borrow() {
-                results.complete = false;
-                break;
-            }
-            let (r, warning) = cell_round(
-                c.scenario,
-                planned,
-                c.env,
-                c.settlement,
-                at,
-                cancel,
-                &mut progress,
-            )
-            .await?;
-            results.complete &= r.complete;
-            results.meta.notes.extend(warning);
-            append_round(results, &planned.name, r);
-        }
-        results.meta.rounds = round;
-        results.meta.notes.push(format!(
-            "--confirm: round {round} ran only {} (a gate was inconclusive after round {})",
-            wanted
-                .iter()
-                .map(|p| p.name.as_str())
-                .collect::<Vec<_>>()
-                .join(", "),
-            round - 1
-        ));
+        one_more_round(c, &wanted, round, results, cancel, &mut progress).await?;
         eval = gates::evaluate(results, c.gates, None);
     }
     Ok(eval)
+}
+
+/// Runs round `round` of the `wanted` cells and appends it to `results`, with a note.
+async fn one_more_round(
+    c: &Confirmation<'_>,
+    wanted: &[PlannedCell],
+    round: u32,
+    results: &mut Results,
+    cancel: &watch::Receiver<bool>,
+    progress: &mut Progress,
+) -> Result<(), String> {
+    let at = RoundAt {
+        round,
+        rounds: round,
+        seed: c.seed,
+    };
+    for planned in wanted {
+        if *cancel.borrow() {
+            results.complete = false;
+            break;
+        }
+        let (r, warning) = cell_round(
+            c.scenario,
+            planned,
+            c.env,
+            c.settlement,
+            at,
+            cancel,
+            progress,
+        )
+        .await?;
+        results.complete &= r.complete;
+        results.meta.notes.extend(warning);
+        append_round(results, &planned.name, r);
+    }
+    results.meta.rounds = round;
+    results.meta.notes.push(format!(
+        "--confirm: round {round} ran only {} (a gate was inconclusive after round {})",
+        names(wanted),
+        round - 1
+    ));
+    Ok(())
+}
+
+/// The cells' names, comma-separated.
+fn names(cells: &[PlannedCell]) -> String {
+    cells
+        .iter()
+        .map(|p| p.name.as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// The planned cells the inconclusive gates of `eval` judge, in run order.
