@@ -94,7 +94,8 @@ impl App {
     fn new(config: Config, pool: Pool, timeline: Arc<Timeline>) -> App {
         let registry = config
             .ack_registry
-            .then(|| AckRegistry::new(config.ack_registry_mb));
+            .then(|| AckRegistry::new(config.ack_registry_mb))
+            .map(|r| r.missing_every_lookup(config.test_registry_miss));
         let demand = Arc::new(Demand::default());
         let (fusion, pop_fusion) = fusion::start(&config, &pool, &demand);
         let hotlist = config

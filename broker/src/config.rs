@@ -38,6 +38,14 @@ pub struct Config {
     /// Rows one fusion flush may carry. Unbounded normally; `QUEEN_TEST_ACK_FUSION_MAX_ROWS=1`
     /// deliberately breaks fusion (one commit per ack) so tests can prove the gates catch it.
     pub ack_fusion_max_rows: usize,
+    /// Test only, off by default: `QUEEN_TEST_REGISTRY_MISS=1` makes the ack registry miss
+    /// every lookup (every ack takes the hash path, as with a registry that stopped working),
+    /// so calibration can prove the registry's gates catch it.
+    pub test_registry_miss: bool,
+    /// Test only, 0 (off) by default: `QUEEN_TEST_ACK_EXTRA_COST_US` adds this many
+    /// microseconds to every ack request before it is processed, a fixed extra cost on the ack
+    /// path, so calibration can prove the latency gates catch it.
+    pub test_ack_extra_cost_us: u64,
     /// Push fusion (`QUEEN_PUSH_FUSION`): concurrent pushes commit together through
     /// `log_push_multi_v2`; off, every request is one `log_push_v2` call.
     pub push_fusion: bool,
@@ -177,6 +185,13 @@ impl Config {
                 usize::MAX,
                 1,
                 usize::MAX,
+            )?,
+            test_registry_miss: vars.flag("QUEEN_TEST_REGISTRY_MISS", false)?,
+            test_ack_extra_cost_us: vars.number(
+                "QUEEN_TEST_ACK_EXTRA_COST_US",
+                0u64,
+                0,
+                10_000_000,
             )?,
             push_fusion: vars.flag("QUEEN_PUSH_FUSION", true)?,
             push_fusion_shards: vars.number("QUEEN_PUSH_FUSION_SHARDS", 8, 1, 1024)?,
@@ -423,6 +438,21 @@ mod tests {
             assert_eq!(err.variable, name, "{err}");
             assert!(err.to_string().contains(name));
         }
+    }
+
+    #[test]
+    fn test_only_regressions_are_off_unless_set() {
+        let c = with(&[]).unwrap();
+        assert!(!c.test_registry_miss && c.test_ack_extra_cost_us == 0);
+        assert_eq!(c.ack_fusion_max_rows, usize::MAX);
+        let c = with(&[
+            ("QUEEN_TEST_REGISTRY_MISS", "1"),
+            ("QUEEN_TEST_ACK_EXTRA_COST_US", "2000"),
+        ])
+        .unwrap();
+        assert!(c.test_registry_miss && c.test_ack_extra_cost_us == 2000);
+        let e = with(&[("QUEEN_TEST_ACK_EXTRA_COST_US", "-1")]).unwrap_err();
+        assert_eq!(e.variable, "QUEEN_TEST_ACK_EXTRA_COST_US");
     }
 
     #[test]

@@ -102,8 +102,15 @@ pub async fn run(opts: RunOptions) -> u8 {
         out_dir.display()
     );
     let settlement = settlement_of(shard, &out_dir);
-    let outcome = run::run(&scenario, &cells, &env, settlement.as_ref(), seed, cancel).await;
-    drop(env);
+    let outcome = run::run(
+        &scenario,
+        &cells,
+        &env,
+        settlement.as_ref(),
+        seed,
+        cancel.clone(),
+    )
+    .await;
     let mut results = match outcome {
         Ok(r) => r,
         Err(e) => return fail(&e),
@@ -118,13 +125,29 @@ pub async fn run(opts: RunOptions) -> u8 {
     } else {
         &scenario.gates[..]
     };
-    let eval = gates::evaluate(&results, judged_gates, None);
+    let confirmation = run::confirm::Confirmation {
+        scenario: &scenario,
+        cells: &cells,
+        env: &env,
+        settlement: settlement.as_ref(),
+        seed,
+        gates: judged_gates,
+        max_rounds: if results.complete { opts.confirm } else { 0 },
+    };
+    let eval = match run::confirm::confirm(&confirmation, &mut results, &cancel).await {
+        Ok(eval) => eval,
+        Err(e) => return fail(&e),
+    };
+    drop(env);
     results.gates = eval.verdicts.clone();
     if let Err(e) = write_outputs(&results, &out_dir) {
         return fail(&e);
     }
     print_summary(&results);
     println!("\n{}", gates::table(&eval));
+    if let Some(line) = eval.inconclusive_line(opts.strict) {
+        println!("{line}");
+    }
     if let (Some(_), [cell, twin]) = (aa, cells.as_slice()) {
         println!(
             "{}",
@@ -133,7 +156,7 @@ pub async fn run(opts: RunOptions) -> u8 {
     }
     let code = match shard.is_sharded() {
         true => shard_exit_code(&results),
-        false => run_exit_code(&results, &eval),
+        false => run_exit_code(&results, &eval, opts.strict),
     };
     println!("report: {}", out_dir.join("report.html").display());
     code
@@ -440,17 +463,22 @@ pub fn merge(dirs: &[PathBuf], out: Option<&Path>) -> u8 {
     }
     print_summary(&results);
     println!("\n{}", gates::table(&eval));
-    let code = run_exit_code(&results, &eval);
+    if let Some(line) = eval.inconclusive_line(false) {
+        println!("{line}");
+    }
+    let code = run_exit_code(&results, &eval, false);
     println!("report: {}", out_dir.join("report.html").display());
     code
 }
 
-/// `ackbench gate`: judges a results file; exit 0 held, 1 failed, 2 broken.
+/// `ackbench gate`: judges a results file; exit 0 held (or inconclusive), 1 failed (or, with
+/// `strict`, inconclusive), 2 broken.
 pub fn gate(
     results: &Path,
     baseline: Option<&Path>,
     gates_file: Option<&Path>,
     format: &str,
+    strict: bool,
 ) -> u8 {
     let judged = (|| {
         let r = ackbench_reports::results::read(results)?;
@@ -481,18 +509,22 @@ pub fn gate(
         Err(e) => return fail(&e),
     };
     let out = match format {
-        "table" => gates::table(&eval),
+        "table" => gates::table(&eval)
+            + &eval
+                .inconclusive_line(strict)
+                .map_or_else(String::new, |l| format!("{l}\n")),
         "markdown" => export::markdown(&r, &eval),
+        "json" => export::json(&eval, strict).to_string(),
         "github-action-benchmark" => export::github_action_benchmark(&r).to_string(),
         "bencher" => export::bencher(&r).to_string(),
         other => {
             return fail(&format!(
-            "--format: `{other}` is not one of table, markdown, github-action-benchmark, bencher"
+            "--format: `{other}` is not one of table, json, markdown, github-action-benchmark, bencher"
         ))
         }
     };
     println!("{out}");
-    eval.exit_code()
+    eval.exit_code_strict(strict)
 }
 
 /// `ackbench baseline RESULTS --out FILE`: never from a run that failed.
@@ -690,7 +722,7 @@ fn broken_guarantees(results: &Results) -> Option<String> {
 
 /// The run's exit code: a lost message, a broken promised guarantee or a failed gate is 1, a gate that could not be judged
 /// 2, an interrupted run 130.
-fn run_exit_code(results: &Results, eval: &gates::Evaluation) -> u8 {
+fn run_exit_code(results: &Results, eval: &gates::Evaluation, strict: bool) -> u8 {
     if results.cells.iter().any(|c| !c.summary.audit.passed()) {
         eprintln!("ackbench: FAILED: messages were lost (see the audit)");
         return 1;
@@ -715,15 +747,15 @@ fn run_exit_code(results: &Results, eval: &gates::Evaluation) -> u8 {
         );
         return 1;
     }
-    match eval.exit_code() {
+    match eval.exit_code_strict(strict) {
         0 => 0,
         code => {
             eprintln!(
                 "ackbench: FAILED: {}",
-                if code == 1 {
-                    "a gate failed"
-                } else {
-                    "a gate could not be judged"
+                match (code, eval.exit_code()) {
+                    (1, 0) => "a gate was inconclusive (--strict)",
+                    (1, _) => "a gate failed",
+                    _ => "a gate could not be judged",
                 }
             );
             code

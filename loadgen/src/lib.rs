@@ -10,6 +10,7 @@
 //! changed them (`ackbench history`); `live` serves a run's figures to Prometheus while it
 //! runs.
 
+pub mod calibrate;
 pub mod capacity;
 pub mod cli;
 pub mod client;

@@ -25,13 +25,17 @@ enum Command {
     Run(RunOptions),
     /// Render the HTML report of a results file (optionally compared with another run).
     Report(ReportArgs),
-    /// Judge a results file against its scenario's gates (exit 0 held, 1 failed, 2 broken).
+    /// Judge a results file against its scenario's gates (exit 0 held or inconclusive, 1 failed
+    /// or with --strict inconclusive, 2 broken).
     Gate(GateArgs),
     /// Store a passing run's figures as a baseline for baseline gates.
     Baseline(BaselineArgs),
     /// Step the offered producer rate up per cell and find the highest rate sustained within a
     /// p99 target; writes capacity.json and capacity.html.
     Capacity(CapacityOptions),
+    /// Measure each ratio gate of a scenario: false alarms over A/A runs, and whether it
+    /// catches the regression it exists for (injected into the broker); writes calibration.json.
+    Calibrate(ackbench::calibrate::CalibrateOptions),
     /// Merge the results of every shard of a sharded run (`run --shard I/N`) into one
     /// results.json and report.html, the audit reconciled across the shards.
     Merge(MergeArgs),
@@ -62,9 +66,12 @@ struct GateArgs {
     /// Take the gates from this scenario file instead of the one recorded in the results.
     #[arg(long)]
     gates: Option<PathBuf>,
-    /// Output: table (default), markdown, github-action-benchmark, bencher.
+    /// Output: table (default), json, markdown, github-action-benchmark, bencher.
     #[arg(long, default_value = "table")]
     format: String,
+    /// An inconclusive gate (its interval straddles the bound) exits 1 instead of 0.
+    #[arg(long)]
+    strict: bool,
 }
 
 #[derive(clap::Args)]
@@ -105,9 +112,11 @@ fn main() -> ExitCode {
                 a.baseline.as_deref(),
                 a.gates.as_deref(),
                 &a.format,
+                a.strict,
             ),
             Command::Baseline(a) => ackbench::cli::baseline(&a.results, &a.out),
             Command::Capacity(opts) => ackbench::cli::capacity(opts).await,
+            Command::Calibrate(opts) => ackbench::calibrate::command(opts).await,
             Command::Merge(a) => ackbench::cli::merge(&a.dirs, a.out.as_deref()),
             Command::History { command } => ackbench::trend::cli::run(command).await,
         }

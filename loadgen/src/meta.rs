@@ -78,7 +78,7 @@ fn with_target_notes(env: &Env, mut notes: Vec<String>) -> Vec<String> {
 }
 
 /// The workspace's git revision (with `-dirty` when the tree has changes), when known.
-fn git_revision() -> Option<String> {
+pub fn git_revision() -> Option<String> {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let out = std::process::Command::new("git")
         .args(["rev-parse", "--short=12", "HEAD"])

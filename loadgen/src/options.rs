@@ -96,6 +96,13 @@ pub struct RunOptions {
     /// markers); ADDR is IP:PORT, e.g. 127.0.0.1:9464 (see deploy/grafana/ackbench.json).
     #[arg(long, value_name = "ADDR")]
     pub metrics_listen: Option<String>,
+    /// When a gate's interval straddles its bound, run the cells it judges up to N more rounds
+    /// (re-judging after each) before deciding.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub confirm: u32,
+    /// An inconclusive gate fails the run (exit 1) instead of being reported and passed.
+    #[arg(long)]
+    pub strict: bool,
 }
 
 impl RunOptions {

@@ -511,6 +511,13 @@ pub struct SecondSample {
     pub backlog: f64,
     #[serde(deserialize_with = "crate::stats::nullable")]
     pub errors: f64,
+    /// PostgreSQL execution time of the ack procedures in this second, in ms
+    /// (`pg_stat_statements`); NaN in documents written before it was sampled.
+    #[serde(
+        default = "crate::stats::absent",
+        deserialize_with = "crate::stats::nullable"
+    )]
+    pub ack_exec_ms: f64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -612,6 +619,35 @@ pub struct GateVerdict {
     /// failed, `passed` stays true and `detail` says why.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub not_judged: bool,
+    /// The interval around the gated figure (a ratio between cells, or now / baseline), when
+    /// the run had the data for one; absent in documents written before gates had intervals.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interval: Option<GateInterval>,
+    /// The interval straddles the bound: neither held nor failed; `passed` stays true.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub inconclusive: bool,
+}
+
+/// A confidence interval around a gated figure: the estimate (geometric mean of the rounds'
+/// figures) and the bounds, at `level` (0.95).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct GateInterval {
+    #[serde(deserialize_with = "crate::stats::nullable")]
+    pub estimate: f64,
+    #[serde(deserialize_with = "crate::stats::nullable")]
+    pub low: f64,
+    #[serde(deserialize_with = "crate::stats::nullable")]
+    pub high: f64,
+    pub level: f64,
+    /// Rounds the interval was drawn from.
+    pub rounds: u32,
+}
+
+impl GateInterval {
+    /// `0.412 [0.371, 0.458]`.
+    pub fn words(&self) -> String {
+        format!("{:.4} [{:.4}, {:.4}]", self.estimate, self.low, self.high)
+    }
 }
 
 /// A gate's outcome, the same word in the terminal, results.json's readers and the report.
@@ -619,16 +655,19 @@ pub struct GateVerdict {
 pub enum GateOutcome {
     Held,
     Failed,
+    /// The interval straddles the bound: the run cannot tell.
+    Inconclusive,
     /// Not judged, or not applicable to the target: neither held nor failed.
     NotJudged,
 }
 
 impl GateOutcome {
-    /// `held`, `FAILED` or `not judged`.
+    /// `held`, `FAILED`, `inconclusive` or `not judged`.
     pub fn word(self) -> &'static str {
         match self {
             GateOutcome::Held => "held",
             GateOutcome::Failed => "FAILED",
+            GateOutcome::Inconclusive => "inconclusive",
             GateOutcome::NotJudged => "not judged",
         }
     }
@@ -638,12 +677,13 @@ impl GateVerdict {
     pub fn outcome(&self) -> GateOutcome {
         match (self.not_applicable || self.not_judged, self.passed) {
             (true, _) => GateOutcome::NotJudged,
+            (false, true) if self.inconclusive => GateOutcome::Inconclusive,
             (false, true) => GateOutcome::Held,
             (false, false) => GateOutcome::Failed,
         }
     }
 
-    /// `held`, `FAILED` or `not judged`.
+    /// `held`, `FAILED`, `inconclusive` or `not judged`.
     pub fn word(&self) -> &'static str {
         self.outcome().word()
     }

@@ -191,6 +191,11 @@ pub async fn ack_items(
     tenant: Uuid,
     items: Vec<AckItem>,
 ) -> Result<Vec<AckResult>, AckError> {
+    let extra_cost = app.config.test_ack_extra_cost_us;
+    if extra_cost > 0 {
+        // Test only (`QUEEN_TEST_ACK_EXTRA_COST_US`): a fixed extra cost on the ack path.
+        tokio::time::sleep(std::time::Duration::from_micros(extra_cost)).await;
+    }
     let n = items.len();
     let mut slots: Vec<Option<AckResult>> = vec![None; n];
     for group in group_items(items) {

@@ -83,6 +83,8 @@ pub struct FullBatch {
 
 pub struct AckRegistry {
     max_bytes: usize,
+    /// Test only (`QUEEN_TEST_REGISTRY_MISS`): every lookup misses, as a broken registry would.
+    miss_every_lookup: bool,
     state: Mutex<State>,
     pub counters: RegistryCounters,
 }
@@ -110,12 +112,22 @@ impl AckRegistry {
     pub fn new(max_mb: usize) -> AckRegistry {
         AckRegistry {
             max_bytes: max_mb.saturating_mul(1 << 20),
+            miss_every_lookup: false,
             state: Mutex::new(State {
                 entries: LruCache::unbounded(),
                 bytes: 0,
                 last_sweep: Instant::now(),
             }),
             counters: RegistryCounters::default(),
+        }
+    }
+
+    /// The registry, missing every lookup when `miss` (a test-only regression: every ack then
+    /// takes the hash path, the entries still born and counted).
+    pub fn missing_every_lookup(self, miss: bool) -> AckRegistry {
+        AckRegistry {
+            miss_every_lookup: miss,
+            ..self
         }
     }
 
@@ -176,6 +188,7 @@ impl AckRegistry {
         let key = (partition, group.to_string());
         let mut s = self.state.lock().expect("registry lock");
         let hit = match s.entries.peek(&key) {
+            Some(_) if self.miss_every_lookup => false,
             Some(e) => {
                 e.tenant == tenant
                     && e.lease_id == lease_id
@@ -214,7 +227,10 @@ impl AckRegistry {
         let key = (partition, group.to_string());
         let s = self.state.lock().expect("registry lock");
         let e = s.entries.peek(&key).filter(|e| {
-            e.tenant == tenant && e.lease_id == lease_id && e.expires > Instant::now()
+            !self.miss_every_lookup
+                && e.tenant == tenant
+                && e.lease_id == lease_id
+                && e.expires > Instant::now()
         })?;
         let mut upto = i64::MIN;
         for h in acked {
@@ -364,6 +380,22 @@ mod tests {
         );
         assert_eq!(r.counters.hits.load(Relaxed), 1);
         assert_eq!(r.counters.misses.load(Relaxed), 6);
+    }
+
+    #[test]
+    fn a_registry_told_to_miss_misses_every_lookup_and_counts_it() {
+        let r = AckRegistry::new(64).missing_every_lookup(true);
+        let p = Uuid::from_u128(1);
+        born(&r, p, "g", "w1", 2, &["a", "b"]);
+        assert_eq!(r.entries(), 1, "entries are still born");
+        assert!(r
+            .positions(Uuid::nil(), p, "g", "w1", &hashes(&["a"]))
+            .is_none());
+        assert!(r
+            .take_if_full_batch(Uuid::nil(), p, "g", "w1", &set(&["a", "b"]))
+            .is_none());
+        assert_eq!(r.counters.misses.load(Relaxed), 1);
+        assert_eq!(r.counters.hits.load(Relaxed), 0);
     }
 
     #[test]

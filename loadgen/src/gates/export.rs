@@ -66,27 +66,71 @@ pub fn bencher(results: &Results) -> Value {
 }
 
 /// A Markdown summary: the catalogue's `View::Markdown` figures per cell, the audit and the
-/// gate verdicts.
+/// gate verdicts with their intervals.
 pub fn markdown(results: &Results, eval: &Evaluation) -> String {
     let mut md = format!("### ackbench: {}\n\n", results.meta.scenario.name);
     md.push_str(&markdown_figures(results));
-    md.push_str("\n| gate | measured (median [min, max]) | verdict |\n|---|---|---|\n");
+    md.push_str(
+        "\n| gate | measured (median [min, max]) | estimate [95% interval] | bound | verdict |\n|---|---|---|---|---|\n",
+    );
     for v in &eval.verdicts {
         let m = &v.measured;
         md.push_str(&format!(
-            "| {} | {:.4} [{:.4}, {:.4}] | {} |\n",
+            "| {} | {:.4} [{:.4}, {:.4}] | {} | {} | {} |\n",
             v.gate,
             m.median,
             m.min,
             m.max,
+            v.interval.map_or_else(|| "—".to_string(), |i| i.words()),
+            format_value(v.threshold, ackbench_reports::figures::Format::Number),
             match v.outcome() {
                 GateOutcome::Failed => "**FAILED**".to_string(),
+                GateOutcome::Inconclusive => "*inconclusive*".to_string(),
                 GateOutcome::NotJudged => format!("not judged: {}", v.detail),
                 GateOutcome::Held => "held".to_string(),
             }
         ));
     }
+    if let Some(line) = eval.inconclusive_line(false) {
+        md.push_str(&format!("\n{line}\n"));
+    }
     md
+}
+
+/// The verdicts as JSON, for tools: `{"exit_code", "gates": [{"gate", "kind", "outcome",
+/// "measured": {median, min, max}, "interval": {estimate, low, high, level, rounds} | null,
+/// "threshold", "detail"}]}` (NaN as `null`).
+pub fn json(eval: &Evaluation, strict: bool) -> Value {
+    let number = |x: f64| match x.is_finite() {
+        true => json!(x),
+        false => Value::Null,
+    };
+    let gates: Vec<Value> = eval
+        .verdicts
+        .iter()
+        .map(|v| {
+            json!({
+                "gate": v.gate,
+                "kind": v.kind,
+                "outcome": v.outcome().word().to_lowercase(),
+                "measured": {
+                    "median": number(v.measured.median),
+                    "min": number(v.measured.min),
+                    "max": number(v.measured.max),
+                },
+                "interval": v.interval.map(|i| json!({
+                    "estimate": number(i.estimate),
+                    "low": number(i.low),
+                    "high": number(i.high),
+                    "level": i.level,
+                    "rounds": i.rounds,
+                })),
+                "threshold": number(v.threshold),
+                "detail": v.detail,
+            })
+        })
+        .collect();
+    json!({"exit_code": eval.exit_code_strict(strict), "gates": gates})
 }
 
 /// The table of figures: one row per cell, medians over rounds.

@@ -1,26 +1,31 @@
 //! Gates: what a run must show to pass, judged only from its results file.
 //!
 //! - A ratio gate divides a figure of two cells of the same run round by round (cells of one
-//!   round ran back to back on the same machine) and holds when every round's ratio, hence the
-//!   worst, is within the bound; the spread over rounds is reported beside it.
-//! - A baseline gate compares a cell's median figure with the same figure of a stored baseline
-//!   within a tolerance, in the figure's worse direction.
+//!   round ran back to back on the same machine) and draws a 95 % interval around the ratio
+//!   from the rounds and the per-second samples within them (`interval`): the gate holds when
+//!   the whole interval is within the bound, fails when the whole interval is beyond it, and is
+//!   inconclusive when it straddles it. The rounds' spread is reported beside it.
+//! - A baseline gate judges a cell's figure now / the same figure of a stored baseline the same
+//!   way, against a tolerance in the figure's worse direction.
 //! - Every cell's audit is a gate too: a lost message fails the run whatever else held.
 //! - Against an external broker the run has one cell, named after the target: a ratio gate
 //!   between accelerator cells is not applicable there (neither held nor failed), and a
 //!   baseline gate judges that one cell whichever cell it names.
 //!
-//! Outcome: `Held` (exit 0), `Failed` (exit 1), `Broken` (exit 2: a missing cell or figure,
-//! an unreadable baseline: the gate could not be judged).
+//! Outcome: `Held` (exit 0), `Failed` (exit 1), `Inconclusive` (exit 0, or 1 when strict),
+//! `Broken` (exit 2: a missing cell or figure, an unreadable baseline: the gate could not be
+//! judged).
 
 pub mod baseline;
 pub mod export;
+pub mod interval;
 
-use ackbench_reports::results::{GateVerdict, Results};
+use ackbench_reports::results::{GateInterval, GateOutcome, GateVerdict, Results, RoundResults};
 use ackbench_reports::stats::Spread;
 
 use crate::scenario::{Direction, Gate, GateCheck};
 use baseline::Baseline;
+use interval::{Judgement, RoundLog};
 
 /// The verdicts of one evaluation.
 pub struct Evaluation {
@@ -30,15 +35,49 @@ pub struct Evaluation {
 }
 
 impl Evaluation {
-    /// 0 all held, 1 one failed, 2 one could not be judged.
+    /// 0 all held (or inconclusive), 1 one failed, 2 one could not be judged.
     pub fn exit_code(&self) -> u8 {
+        self.exit_code_strict(false)
+    }
+
+    /// As `exit_code`, and with `strict` an inconclusive gate exits 1 too.
+    pub fn exit_code_strict(&self, strict: bool) -> u8 {
+        let failed = self.verdicts.iter().any(|v| !v.passed);
         if !self.broken.is_empty() {
             2
-        } else if self.verdicts.iter().any(|v| !v.passed) {
+        } else if failed || (strict && !self.inconclusive().is_empty()) {
             1
         } else {
             0
         }
+    }
+
+    /// The gates whose interval straddles their bound.
+    pub fn inconclusive(&self) -> Vec<&GateVerdict> {
+        self.verdicts
+            .iter()
+            .filter(|v| v.outcome() == GateOutcome::Inconclusive)
+            .collect()
+    }
+
+    /// The closing line on inconclusive gates, if any: what they mean for the exit code.
+    pub fn inconclusive_line(&self, strict: bool) -> Option<String> {
+        let names: Vec<&str> = self
+            .inconclusive()
+            .iter()
+            .map(|v| v.gate.as_str())
+            .collect();
+        (!names.is_empty()).then(|| {
+            format!(
+                "{} gate(s) inconclusive (the interval straddles the bound: more rounds, or --confirm N, can settle it): {}; {}",
+                names.len(),
+                names.join(", "),
+                match strict {
+                    true => "--strict: they fail the run",
+                    false => "not counted as failed (--strict would fail them)",
+                }
+            )
+        })
     }
 }
 
@@ -154,6 +193,8 @@ fn not_judged(gate: &Gate, why: &str) -> GateVerdict {
         detail: why.to_string(),
         not_applicable: false,
         not_judged: true,
+        interval: None,
+        inconclusive: false,
     }
 }
 
@@ -189,6 +230,8 @@ fn not_applicable(
         ),
         not_applicable: true,
         not_judged: false,
+        interval: None,
+        inconclusive: false,
     }
 }
 
@@ -229,6 +272,8 @@ fn audit_verdicts(results: &Results) -> Vec<GateVerdict> {
                 ),
                 not_applicable: false,
                 not_judged: false,
+                interval: None,
+                inconclusive: false,
             }
         })
         .collect()
@@ -247,13 +292,27 @@ pub fn round_ratios(
     num: &str,
     den: &str,
 ) -> Result<Vec<f64>, String> {
+    Ok(paired_rounds(results, figure, num, den)?
+        .iter()
+        .map(|r| r.value.exp())
+        .collect())
+}
+
+/// Per-round log-ratios of `figure` between two cells, paired by round number, each with its
+/// per-second variance where the rounds' samples carry the figure.
+fn paired_rounds(
+    results: &Results,
+    figure: &str,
+    num: &str,
+    den: &str,
+) -> Result<Vec<RoundLog>, String> {
     let cell = |name: &str| {
         results
             .cell(name)
             .ok_or_else(|| format!("the run has no cell `{name}`"))
     };
     let (n, d) = (cell(num)?, cell(den)?);
-    let mut ratios = Vec::new();
+    let mut logs = Vec::new();
     for rn in &n.rounds {
         let Some(rd) = d.rounds.iter().find(|r| r.round == rn.round) else {
             continue;
@@ -274,12 +333,62 @@ pub fn round_ratios(
                 rn.round
             ));
         }
-        ratios.push(a / b);
+        logs.push(RoundLog::ratio(
+            RoundLog::of(rn, figure, a),
+            RoundLog::of(rd, figure, b),
+        ));
     }
-    if ratios.is_empty() {
+    if logs.is_empty() {
         return Err(format!("cells `{num}` and `{den}` share no round"));
     }
-    Ok(ratios)
+    Ok(logs)
+}
+
+/// A gate's judgement and what it rests on: the interval when there is one, else the rounds'
+/// figures themselves (one round without per-second samples: judged on its value, as the
+/// interval cannot be formed).
+struct Judged {
+    interval: Option<GateInterval>,
+    judgement: Judgement,
+    basis: String,
+}
+
+/// Judges the rounds' values of a figure (`values`, on the figure's own scale, and their logs
+/// with per-second variances) against the passing region `[min, max]`.
+fn judge_rounds(values: &[f64], logs: &[RoundLog], min: Option<f64>, max: Option<f64>) -> Judged {
+    match interval::interval(logs) {
+        Some(i) => Judged {
+            interval: Some(i),
+            judgement: interval::judge(i.low, i.high, min, max),
+            basis: format!(
+                "{:.0}% interval {} over {} round(s)",
+                interval::LEVEL * 100.0,
+                i.words(),
+                i.rounds
+            ),
+        },
+        None => {
+            let spread = Spread::of(values);
+            let judgement = match interval::judge(spread.min, spread.max, min, max) {
+                Judgement::Held => Judgement::Held,
+                _ => Judgement::Failed,
+            };
+            Judged {
+                interval: None,
+                judgement,
+                basis: "no interval (one round without per-second samples of this figure): its value decides".into(),
+            }
+        }
+    }
+}
+
+/// A verdict's flags from a judgement: (`passed`, `inconclusive`).
+fn flags(j: Judgement) -> (bool, bool) {
+    match j {
+        Judgement::Held => (true, false),
+        Judgement::Failed => (false, false),
+        Judgement::Inconclusive => (true, true),
+    }
 }
 
 fn ratio(
@@ -291,35 +400,36 @@ fn ratio(
     min: Option<f64>,
 ) -> Result<GateVerdict, String> {
     let figure = gate.figure.name();
-    let ratios = round_ratios(results, &figure, num, den)
+    let logs = paired_rounds(results, &figure, num, den)
         .map_err(|e| format!("gate `{}`: {e}", gate.name))?;
-    let spread = Spread::of(&ratios);
-    let worst_high = spread.max;
-    let worst_low = spread.min;
-    let held_max = max.is_none_or(|m| worst_high <= m);
-    let held_min = min.is_none_or(|m| worst_low >= m);
+    let ratios: Vec<f64> = logs.iter().map(|r| r.value.exp()).collect();
+    let judged = judge_rounds(&ratios, &logs, min, max);
     let bound = match (max, min) {
         (Some(m), None) => format!("<= {m}"),
         (None, Some(m)) => format!(">= {m}"),
         (Some(a), Some(b)) => format!("in [{b}, {a}]"),
         (None, None) => "any".into(),
     };
+    let (passed, inconclusive) = flags(judged.judgement);
     Ok(GateVerdict {
         gate: gate.name.clone(),
         kind: "ratio".into(),
-        measured: spread,
+        measured: Spread::of(&ratios),
         threshold: max.or(min).unwrap_or(f64::NAN),
-        passed: held_max && held_min,
+        passed,
         detail: format!(
-            "{figure} of {num} / {den}, per round {}; worst round must be {bound}",
+            "{figure} of {num} / {den}, per round {}; {}; must be {bound}",
             ratios
                 .iter()
                 .map(|r| format!("{r:.3}"))
                 .collect::<Vec<_>>()
-                .join(", ")
+                .join(", "),
+            judged.basis
         ),
         not_applicable: false,
         not_judged: false,
+        interval: judged.interval,
+        inconclusive,
     })
 }
 
@@ -335,30 +445,43 @@ fn against_baseline(
     let now = results
         .cell(cell)
         .ok_or_else(|| format!("gate `{}`: the run has no cell `{cell}`", gate.name))?;
-    let rounds: Vec<f64> = now
+    let rounds: Vec<(&RoundResults, f64)> = now
         .rounds
         .iter()
-        .filter_map(|r| r.figures.get(&figure))
+        .filter_map(|r| r.figures.get(&figure).map(|v| (r, v)))
         .collect();
-    let measured = Spread::of(&rounds);
+    let values: Vec<f64> = rounds.iter().map(|(_, v)| *v).collect();
+    let measured = Spread::of(&values);
     let base = b.figure(cell, &figure).ok_or_else(|| {
         format!(
             "gate `{}`: the baseline has no `{figure}` for cell `{cell}`",
             gate.name
         )
     })?;
-    if !measured.median.is_finite() || !base.is_finite() || base == 0.0 {
+    if !measured.median.is_finite()
+        || values.iter().any(|v| !v.is_finite())
+        || !base.is_finite()
+        || base == 0.0
+    {
         return Err(format!(
             "gate `{}`: `{figure}` of `{cell}` has no value (now {}, baseline {base})",
             gate.name, measured.median
         ));
     }
-    let change = measured.median / base - 1.0;
-    let passed = match direction {
-        Direction::LowerIsBetter => change <= tolerance,
-        Direction::HigherIsBetter => change >= -tolerance,
-        Direction::TwoSided => change.abs() <= tolerance,
+    // Judged as now / baseline: the baseline's median is taken as exact.
+    let changes: Vec<f64> = values.iter().map(|v| v / base).collect();
+    let logs: Vec<RoundLog> = rounds
+        .iter()
+        .map(|(r, v)| RoundLog::of(r, &figure, v / base))
+        .collect();
+    let (min, max) = match direction {
+        Direction::LowerIsBetter => (None, Some(1.0 + tolerance)),
+        Direction::HigherIsBetter => (Some(1.0 - tolerance), None),
+        Direction::TwoSided => (Some(1.0 - tolerance), Some(1.0 + tolerance)),
     };
+    let judged = judge_rounds(&changes, &logs, min, max);
+    let (passed, inconclusive) = flags(judged.judgement);
+    let change = measured.median / base - 1.0;
     Ok(GateVerdict {
         gate: gate.name.clone(),
         kind: "baseline".into(),
@@ -366,7 +489,7 @@ fn against_baseline(
         threshold: tolerance,
         passed,
         detail: format!(
-            "{figure} of {cell}: {:.4} now vs {base:.4} in the baseline ({:+.1}%, tolerance {:.0}% {})",
+            "{figure} of {cell}: {:.4} now vs {base:.4} in the baseline ({:+.1}%, tolerance {:.0}% {}); now / baseline: {}",
             measured.median,
             change * 100.0,
             tolerance * 100.0,
@@ -374,10 +497,13 @@ fn against_baseline(
                 Direction::LowerIsBetter => "upward",
                 Direction::HigherIsBetter => "downward",
                 Direction::TwoSided => "either way",
-            }
+            },
+            judged.basis
         ),
         not_applicable: false,
         not_judged: false,
+        interval: judged.interval,
+        inconclusive,
     })
 }
 
@@ -422,27 +548,35 @@ pub fn aa_noise(results: &Results, gates: &[Gate], cell: &str, twin: &str) -> St
 }
 
 /// The verdict table printed by `gate` and `run` (fits 100 columns): per gate its verdict
-/// (`held`, `FAILED`, `not judged`, the words of the report), what was measured, and the detail.
+/// (`held`, `FAILED`, `inconclusive`, `not judged`, the words of the report), the figure with
+/// its 95 % interval (else the rounds' median [min, max]), and the detail.
 pub fn table(eval: &Evaluation) -> String {
     let mut out = format!(
-        "{:<10}  {:<50} {:>26}\n",
-        "verdict", "gate", "measured: median [min, max]"
+        "{:<12}  {:<50} {:>34}\n",
+        "verdict", "gate", "figure [95% interval]"
     );
     for v in &eval.verdicts {
-        let m = &v.measured;
-        let measured = match v.outcome() {
-            ackbench_reports::results::GateOutcome::NotJudged => "—".to_string(),
-            _ => format!("{:.4} [{:.4}, {:.4}]", m.median, m.min, m.max),
-        };
         out.push_str(&format!(
-            "{:<10}  {:<50} {:>26}\n{}",
+            "{:<12}  {:<50} {:>34}\n{}",
             v.word(),
             clip(&v.gate, 50),
-            measured,
+            measured_words(v),
             wrap(&v.detail, 100, "    ")
         ));
     }
     out
+}
+
+/// A verdict's figure in words: the estimate with its interval, else the rounds' median with
+/// their range (`rounds`), or a dash when not judged.
+pub fn measured_words(v: &GateVerdict) -> String {
+    let m = &v.measured;
+    match (v.outcome(), &v.interval) {
+        (GateOutcome::NotJudged, _) => "—".to_string(),
+        (_, Some(i)) => i.words(),
+        (_, None) if v.kind == "audit" => format!("{:.4} [{:.4}, {:.4}]", m.median, m.min, m.max),
+        (_, None) => format!("{:.4} [{:.4}, {:.4}] rounds", m.median, m.min, m.max),
+    }
 }
 
 /// `text` cut to `width` characters, an ellipsis marking the cut.

@@ -215,6 +215,8 @@ pub struct LiveCounters {
     pub write_commits: f64,
     /// Top-level calls of the ack procedures so far (`pg_stat_statements`).
     pub ack_calls: f64,
+    /// Execution time of the ack procedures so far, in ms (`pg_stat_statements`).
+    pub ack_exec_ms: f64,
 }
 
 impl LiveCounters {
@@ -222,6 +224,7 @@ impl LiveCounters {
     pub const UNKNOWN: LiveCounters = LiveCounters {
         write_commits: f64::NAN,
         ack_calls: f64::NAN,
+        ack_exec_ms: f64::NAN,
     };
 }
 
@@ -230,9 +233,10 @@ pub async fn live_sample(client: &Client, database: &str) -> Result<LiveCounters
     let row = client
         .query_one(
             "SELECT pg_snapshot_xmax(pg_current_snapshot())::text::float8, \
-                    COALESCE((SELECT sum(s.calls)::float8 FROM pg_stat_statements s \
-                              JOIN pg_database d ON d.oid = s.dbid \
-                              WHERE d.datname = $1 AND s.toplevel AND s.query ~ $2), 0)",
+                    COALESCE(a.calls, 0), COALESCE(a.exec_ms, 0) \
+             FROM (SELECT sum(s.calls)::float8 AS calls, sum(s.total_exec_time)::float8 AS exec_ms \
+                   FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid \
+                   WHERE d.datname = $1 AND s.toplevel AND s.query ~ $2) a",
             &[&database, &ack_procedures_pattern()],
         )
         .await
@@ -240,6 +244,7 @@ pub async fn live_sample(client: &Client, database: &str) -> Result<LiveCounters
     Ok(LiveCounters {
         write_commits: row.get(0),
         ack_calls: row.get(1),
+        ack_exec_ms: row.get(2),
     })
 }
 

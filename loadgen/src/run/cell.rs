@@ -175,6 +175,7 @@ fn second_sample(start: &Edge, last: &Tick, now: &Tick, ctx: &CellContext) -> Se
         t: (now.at - start.at).as_secs_f64(),
         commits: (now.live.write_commits - last.live.write_commits) / dt,
         ack_commits: (now.live.ack_calls - last.live.ack_calls) / dt,
+        ack_exec_ms: (now.live.ack_exec_ms - last.live.ack_exec_ms) / dt,
         pushed: (now.counters.pushed_messages - last.counters.pushed_messages) / dt,
         acked: (now.counters.acked_messages - last.counters.acked_messages) / dt,
         ack_p99_ms: ctx.latency.p99_ms("ack"),

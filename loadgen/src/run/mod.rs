@@ -3,6 +3,7 @@
 //! database and a broker started with that cell's toggles. The outcome is one `Results`.
 
 pub mod cell;
+pub mod confirm;
 
 use std::time::SystemTime;
 
@@ -115,23 +116,22 @@ pub async fn run(
                 complete = false;
                 break 'rounds;
             }
-            let cr = CellRound {
-                scenario,
-                cell: planned.cell,
-                name: planned.name.clone(),
-                topology: planned.topology,
+            let at = RoundAt {
                 round,
                 rounds,
-                seed: seed.wrapping_add(round as u64 * 7919),
-                run_tag: env.run_tag.clone(),
-                shard: settlement.shard(),
+                seed,
             };
-            let r = cell::run(env, &cr, settlement, &cancel, &mut progress).await?;
-            progress.say(fit(&one_line(&cr, &r)).trim_end());
-            if let Some(warning) = ran_dry_warning(&cr, &r) {
-                progress.say(fit(&warning).trim_end());
-                dry_warnings.push(warning);
-            }
+            let (r, warning) = cell_round(
+                scenario,
+                planned,
+                env,
+                settlement,
+                at,
+                &cancel,
+                &mut progress,
+            )
+            .await?;
+            dry_warnings.extend(warning);
             complete &= r.complete;
             per_cell[i].push(r);
         }
@@ -170,6 +170,44 @@ pub async fn run(
         cells,
         gates: Vec::new(),
     })
+}
+
+/// Which round of how many a cell round is, and the run's seed (each round's is derived).
+#[derive(Debug, Clone, Copy)]
+pub struct RoundAt {
+    pub round: u32,
+    pub rounds: u32,
+    pub seed: u64,
+}
+
+/// One round of one planned cell, with its one-line summary said; its ran-dry warning, if any.
+pub async fn cell_round(
+    scenario: &Scenario,
+    planned: &PlannedCell,
+    env: &Env,
+    settlement: &dyn Settlement,
+    at: RoundAt,
+    cancel: &watch::Receiver<bool>,
+    progress: &mut Progress,
+) -> Result<(RoundResults, Option<String>), String> {
+    let cr = CellRound {
+        scenario,
+        cell: planned.cell,
+        name: planned.name.clone(),
+        topology: planned.topology,
+        round: at.round,
+        rounds: at.rounds,
+        seed: at.seed.wrapping_add(at.round as u64 * 7919),
+        run_tag: env.run_tag.clone(),
+        shard: settlement.shard(),
+    };
+    let r = cell::run(env, &cr, settlement, cancel, progress).await?;
+    progress.say(fit(&one_line(&cr, &r)).trim_end());
+    let warning = ran_dry_warning(&cr, &r);
+    if let Some(w) = &warning {
+        progress.say(fit(w).trim_end());
+    }
+    Ok((r, warning))
 }
 
 /// A cell's topology as results record it.

@@ -25,8 +25,9 @@ pub struct Gate {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum GateCheck {
-    /// `figure(numerator) / figure(denominator)` of the same run, judged on every round (so on
-    /// the worst round): it must be at most `max` and at least `min` (one or both are given).
+    /// `figure(numerator) / figure(denominator)` of the same run, judged by its 95 % interval
+    /// over the rounds (`gates::interval`): it must be at most `max` and at least `min` (one or
+    /// both are given).
     Ratio {
         numerator: Cell,
         denominator: Cell,

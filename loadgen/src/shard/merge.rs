@@ -332,6 +332,7 @@ fn merged_series(parts: &[&RoundResults]) -> Vec<SecondSample> {
                 t: all[0].t,
                 commits: all[0].commits,
                 ack_commits: all[0].ack_commits,
+                ack_exec_ms: all[0].ack_exec_ms,
                 pushed: all.iter().map(|s| s.pushed).sum(),
                 acked: all.iter().map(|s| s.acked).sum(),
                 ack_p99_ms: all.iter().map(|s| s.ack_p99_ms).fold(f64::NAN, f64::max),

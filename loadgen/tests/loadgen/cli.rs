@@ -135,7 +135,7 @@ fn an_interrupted_run_gives_the_same_verdicts_in_the_terminal_results_and_report
     assert!(!results.complete);
     let report = std::fs::read_to_string(out.join("report.html")).unwrap();
     for g in &results.gates {
-        let row = format!("{:<10}  {}", g.word(), &g.gate);
+        let row = format!("{:<12}  {}", g.word(), &g.gate);
         assert!(
             stdout.contains(row.trim_end()),
             "terminal row `{row}`:\n{stdout}"

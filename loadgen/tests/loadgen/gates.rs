@@ -1,11 +1,13 @@
-//! Gates on known results: exit codes, worst-round judgement, audit failures, baselines.
+//! Gates on known results: exit codes, intervals and the three outcomes, audit failures,
+//! baselines.
 
 use std::collections::BTreeMap;
 
 use ackbench::gates::{self, baseline::Baseline};
 use ackbench::scenario::Scenario;
 use ackbench_reports::results::{
-    summarize, Audit, CellResults, Figures, Results, RoundResults, RunMeta, SCHEMA_VERSION,
+    summarize, Audit, CellResults, Figures, GateOutcome, Results, RoundResults, RunMeta,
+    SecondSample, SCHEMA_VERSION,
 };
 
 fn round(n: u32, ack_commits_per_ack: f64, pg_ms: f64) -> RoundResults {
@@ -107,7 +109,9 @@ fn ratio_gate_holds_when_every_round_holds() {
 }
 
 #[test]
-fn the_worst_round_decides() {
+fn a_round_beyond_the_bound_makes_the_interval_straddle_it_so_the_gate_is_inconclusive() {
+    // The contract changed: the worst round no longer decides alone; the 95 % interval over
+    // the rounds does. Rounds 0.2, 0.6, 0.2 against <= 0.5 straddle the bound.
     let r = results(vec![
         cell(
             "registry+fusion",
@@ -119,12 +123,126 @@ fn the_worst_round_decides() {
         ),
     ]);
     let eval = gates::evaluate(&r, &scenario("").gates, None);
+    let v = eval.verdicts.iter().find(|v| v.kind == "ratio").unwrap();
     assert_eq!(
-        eval.exit_code(),
-        1,
-        "median 0.2 holds but round 2 (0.6) fails"
+        v.outcome(),
+        GateOutcome::Inconclusive,
+        "{}",
+        gates::table(&eval)
     );
-    assert!(gates::table(&eval).contains("FAILED"));
+    let i = v.interval.expect("three rounds give an interval");
+    assert!(i.low < 0.5 && i.high > 0.5, "{i:?}");
+    assert_eq!(eval.exit_code(), 0, "inconclusive passes unless strict");
+    assert_eq!(eval.exit_code_strict(true), 1, "--strict fails it");
+    assert!(gates::table(&eval).contains("inconclusive"));
+    assert!(eval.inconclusive_line(false).unwrap().contains("--strict"));
+}
+
+#[test]
+fn every_round_beyond_the_bound_fails_the_gate() {
+    let r = results(vec![
+        cell(
+            "registry+fusion",
+            vec![round(1, 0.8, 0.1), round(2, 0.85, 0.1), round(3, 0.82, 0.1)],
+        ),
+        cell(
+            "none",
+            vec![round(1, 1.0, 1.0), round(2, 1.0, 1.0), round(3, 1.0, 1.0)],
+        ),
+    ]);
+    let eval = gates::evaluate(&r, &scenario("").gates, None);
+    let v = eval.verdicts.iter().find(|v| v.kind == "ratio").unwrap();
+    assert_eq!(v.outcome(), GateOutcome::Failed, "{}", gates::table(&eval));
+    assert!(v.interval.unwrap().low > 0.5);
+    assert_eq!(eval.exit_code(), 1);
+}
+
+/// A round whose window has per-second samples of the gated figure: `secs` seconds of
+/// `acked` messages with `ack_commits` commits, the latter jittering by `jitter` either way.
+fn round_with_seconds(n: u32, per_ack: f64, secs: usize, jitter: f64) -> RoundResults {
+    let mut r = round(n, per_ack, 0.1);
+    r.series = (0..secs)
+        .map(|i| SecondSample {
+            t: i as f64 + 1.0,
+            acked: 1000.0,
+            ack_commits: 1000.0 * per_ack * (1.0 + if i % 2 == 0 { jitter } else { -jitter }),
+            ..Default::default()
+        })
+        .collect();
+    r
+}
+
+#[test]
+fn one_round_takes_its_interval_from_the_per_second_samples() {
+    let run = |jitter: f64| {
+        results(vec![
+            cell(
+                "registry+fusion",
+                vec![round_with_seconds(1, 0.45, 10, jitter)],
+            ),
+            cell("none", vec![round_with_seconds(1, 1.0, 10, jitter)]),
+        ])
+    };
+    let quiet = gates::evaluate(&run(0.02), &scenario("").gates, None);
+    let v = quiet.verdicts.iter().find(|v| v.kind == "ratio").unwrap();
+    assert_eq!(v.outcome(), GateOutcome::Held, "{}", gates::table(&quiet));
+    let i = v
+        .interval
+        .expect("per-second samples give one round an interval");
+    assert_eq!(i.rounds, 1);
+    assert!(i.low < 0.45 && 0.45 < i.high && i.high < 0.5, "{i:?}");
+    let noisy = gates::evaluate(&run(0.3), &scenario("").gates, None);
+    let v = noisy.verdicts.iter().find(|v| v.kind == "ratio").unwrap();
+    assert_eq!(
+        v.outcome(),
+        GateOutcome::Inconclusive,
+        "{}",
+        gates::table(&noisy)
+    );
+
+    // One round without per-second samples has no interval: its value decides, as before.
+    let bare = results(vec![
+        cell("registry+fusion", vec![round(1, 0.45, 0.1)]),
+        cell("none", vec![round(1, 1.0, 1.0)]),
+    ]);
+    let eval = gates::evaluate(&bare, &scenario("").gates, None);
+    let v = eval.verdicts.iter().find(|v| v.kind == "ratio").unwrap();
+    assert!(v.interval.is_none() && v.outcome() == GateOutcome::Held);
+    assert!(v.detail.contains("no interval"), "{}", v.detail);
+}
+
+#[test]
+fn verdicts_with_intervals_round_trip_and_older_verdicts_still_read() {
+    let r = results(vec![
+        cell(
+            "registry+fusion",
+            vec![round(1, 0.2, 0.1), round(2, 0.6, 0.1), round(3, 0.2, 0.1)],
+        ),
+        cell(
+            "none",
+            vec![round(1, 1.0, 1.0), round(2, 1.0, 1.0), round(3, 1.0, 1.0)],
+        ),
+    ]);
+    let eval = gates::evaluate(&r, &scenario("").gates, None);
+    let v = eval.verdicts.iter().find(|v| v.kind == "ratio").unwrap();
+    let text = serde_json::to_string(v).unwrap();
+    let back: ackbench_reports::results::GateVerdict = serde_json::from_str(&text).unwrap();
+    assert_eq!(back.outcome(), GateOutcome::Inconclusive);
+    assert_eq!(back.interval, v.interval);
+    let old = r#"{"gate":"g","kind":"ratio","measured":{"median":0.4,"min":0.3,"max":0.5},
+        "threshold":0.5,"passed":true,"detail":"d"}"#;
+    let old: ackbench_reports::results::GateVerdict = serde_json::from_str(old).unwrap();
+    assert!(old.interval.is_none() && old.outcome() == GateOutcome::Held);
+    let json = gates::export::json(&eval, true);
+    let gate = &json["gates"].as_array().unwrap()[2];
+    assert_eq!(gate["outcome"], "inconclusive", "{json}");
+    assert!(gate["interval"]["low"].as_f64().unwrap() < 0.5);
+    assert_eq!(json["exit_code"], 1, "strict");
+    let md = gates::export::markdown(&r, &eval);
+    assert!(
+        md.contains("*inconclusive*") && md.contains("95% interval"),
+        "{md}"
+    );
 }
 
 #[test]
@@ -225,7 +343,6 @@ fn against_an_external_broker_ratio_gates_do_not_apply_and_baselines_judge_its_c
 
 #[test]
 fn a_gate_on_a_cell_the_run_left_out_is_not_judged_and_recorded_so() {
-    use ackbench_reports::results::GateOutcome;
     // `--cells none`: the run planned only `none`, so the ratio gate is not judged, recorded
     // with why, and the run's exit code stays 0.
     let mut r = results(vec![cell("none", vec![round(1, 1.0, 1.0)])]);

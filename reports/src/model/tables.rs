@@ -241,9 +241,12 @@ pub struct GateRow {
     pub gate: String,
     pub kind: String,
     pub measured: String,
+    /// The gated figure's estimate with its 95 % interval, `estimate [low, high]`; a dash
+    /// where there is none (one round without per-second samples, or an older document).
+    pub interval: String,
     pub threshold: String,
     pub outcome: GateOutcome,
-    /// `held`, `FAILED` or `not judged`, as the terminal writes it.
+    /// `held`, `FAILED`, `inconclusive` or `not judged`, as the terminal writes it.
     pub verdict: &'static str,
     pub detail: String,
 }
@@ -374,6 +377,7 @@ pub(super) fn gate_rows(r: &Results) -> Vec<GateRow> {
             gate: g.gate.clone(),
             kind: g.kind.clone(),
             measured: measured_text(&g.measured),
+            interval: g.interval.map_or_else(|| "—".to_string(), |i| i.words()),
             threshold: format_number(g.threshold),
             outcome: g.outcome(),
             verdict: g.word(),

@@ -299,10 +299,12 @@ fn cell_warnings(r: &Results) -> Vec<(Status, String)> {
     items
 }
 
-/// How many gates held, failed and were not judged, and the names of those that failed.
+/// How many gates held, failed, were inconclusive and were not judged, and the names of those
+/// that failed or were inconclusive.
 struct GateCount<'a> {
     held: usize,
     failed: Vec<&'a str>,
+    inconclusive: Vec<&'a str>,
     not_judged: usize,
 }
 
@@ -311,6 +313,9 @@ fn gate_count(r: &Results) -> GateCount<'_> {
     GateCount {
         held: outcome(GateOutcome::Held).count(),
         failed: outcome(GateOutcome::Failed)
+            .map(|g| g.gate.as_str())
+            .collect(),
+        inconclusive: outcome(GateOutcome::Inconclusive)
             .map(|g| g.gate.as_str())
             .collect(),
         not_judged: outcome(GateOutcome::NotJudged).count(),
@@ -340,6 +345,14 @@ fn gates_item(r: &Results) -> (Status, String) {
             c.failed.join("; ")
         );
         (Status::Failed, text)
+    } else if !c.inconclusive.is_empty() {
+        let text = format!(
+            "Gates inconclusive: {} of {n} have an interval straddling the bound ({}); {} held{rest}. More rounds (`ackbench run --confirm N`) can settle them.",
+            c.inconclusive.len(),
+            c.inconclusive.join("; "),
+            c.held
+        );
+        (Status::Warning, text)
     } else if judged == 0 {
         let text = format!("Gates: none of {n} could be judged (see the Gates table).");
         (Status::Info, text)
@@ -363,6 +376,11 @@ fn headline(r: &Results, status: Status) -> String {
     let rest = not_judged_words(c.not_judged);
     let gates = match (n, c.failed.len()) {
         (0, _) => "no gates".to_string(),
+        (n, 0) if !c.inconclusive.is_empty() => format!(
+            "{}/{n} gates held, {} inconclusive{rest}",
+            c.held,
+            c.inconclusive.len()
+        ),
         (n, 0) => format!("{}/{n} gates held{rest}", c.held),
         (n, failed) => format!("{failed}/{n} gates FAILED{rest}"),
     };

@@ -32,7 +32,7 @@ th[scope=row]{text-align:left}
 .ra{display:block;font-size:12px;color:var(--muted)}
 .better{color:var(--good)}.worse{color:var(--bad)}
 .ra.better,.ra.worse{font-weight:600}
-td.bad,span.bad{color:var(--bad);font-weight:700}td.ok{color:var(--good)}
+td.bad,span.bad{color:var(--bad);font-weight:700}td.ok{color:var(--good)}td.warn{color:var(--warn);font-weight:600}
 tr.total td,tr.total th{font-weight:600}
 table.summary thead th{min-width:96px}
 table.summary thead th:first-child{min-width:0}

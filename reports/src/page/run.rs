@@ -564,6 +564,7 @@ fn gates(run: &RunModel) -> Markup {
                     thead { tr {
                         th class="l" { "gate" } th class="l" { "kind" }
                         th { (th_with_unit("measured", "median (min–max)")) }
+                        th { (th_with_unit("interval", "estimate [95%]")) }
                         th { "threshold" } th class="l" { "verdict" } th class="l" { "detail" }
                     } }
                     tbody { @for g in &run.gates {
@@ -571,10 +572,12 @@ fn gates(run: &RunModel) -> Markup {
                             td class="l" { (g.gate) }
                             td class="l" { (g.kind) }
                             td { (g.measured) }
+                            td { (g.interval) }
                             td { (g.threshold) }
                             td class=(match g.outcome {
                                 GateOutcome::Held => "l ok",
                                 GateOutcome::Failed => "l bad",
+                                GateOutcome::Inconclusive => "l warn",
                                 GateOutcome::NotJudged => "l",
                             }) {
                                 (g.verdict)

@@ -281,6 +281,7 @@ fn round(
                 ack_p99_ms: latency["ack"].p99 * rng.jitter(0.15),
                 backlog: (200.0 * rng.jitter(0.5)).round(),
                 errors: 0.0,
+                ack_exec_ms: f64::NAN,
             }
         })
         .collect();
@@ -499,6 +500,8 @@ pub fn results_sized(rounds: u32, seconds: usize, samples: usize) -> Results {
             detail: "every round within the threshold".into(),
             not_applicable: false,
             not_judged: false,
+            interval: None,
+            inconclusive: false,
         }],
     }
 }
