@@ -5,3 +5,4 @@ pub mod broker_metrics;
 pub mod figures;
 pub mod latency;
 pub mod pg_counters;
+pub mod process_tree;
