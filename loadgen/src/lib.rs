@@ -22,5 +22,6 @@ pub mod progress;
 pub mod run;
 pub mod scenario;
 pub mod shard;
+pub mod sweep;
 pub mod target;
 pub mod workload;

@@ -35,6 +35,13 @@ enum Command {
     /// Merge the results of every shard of a sharded run (`run --shard I/N`) into one
     /// results.json and report.html, the audit reconciled across the shards.
     Merge(MergeArgs),
+    /// Run the capacity knee search at every point of the scenario's [sweep] grid, repeated;
+    /// writes sweep.json (knee intervals, costs per message, the cost model's knee) and
+    /// sweep.html.
+    Sweep(ackbench::sweep::options::SweepOptions),
+    /// Answer a target rate and p99 from a sweep.json: which points met it here, and what the
+    /// cost model says a host with the given cores and fsync rate would sustain.
+    Plan(ackbench::sweep::options::PlanOptions),
 }
 
 #[derive(clap::Args)]
@@ -104,6 +111,8 @@ fn main() -> ExitCode {
             Command::Baseline(a) => ackbench::cli::baseline(&a.results, &a.out),
             Command::Capacity(opts) => ackbench::cli::capacity(opts).await,
             Command::Merge(a) => ackbench::cli::merge(&a.dirs, a.out.as_deref()),
+            Command::Sweep(opts) => ackbench::sweep::sweep_command(opts).await,
+            Command::Plan(opts) => ackbench::sweep::plan_command(&opts),
         }
     });
     ExitCode::from(code)

@@ -3,7 +3,7 @@
 //! frontier of sustained rate against p99 (points that may lose acknowledged commits on a crash
 //! marked), and the cost model's predicted knee against the measured one.
 
-use maud::{html, Markup, PreEscaped};
+use maud::{html, Markup};
 
 use super::{SweepPoint, SweepResults};
 use crate::capacity::amount;
