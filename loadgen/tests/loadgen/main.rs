@@ -19,4 +19,5 @@ mod house;
 mod queen_target;
 mod scenario_parsing;
 mod shards;
+mod sweep;
 mod topology;
