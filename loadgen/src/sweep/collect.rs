@@ -78,6 +78,10 @@ fn point_cell(name: &str, runs: &[&CapacityCell], offer: &Offer) -> PointCell {
         predicted_knee,
         limited_by,
         stopped: runs.iter().map(|c| c.stopped.clone()).collect(),
+        bracketed: !runs.is_empty()
+            && runs
+                .iter()
+                .all(|c| c.sustained_rate.is_some() && c.knee_rate.is_some()),
     }
 }
 
@@ -148,5 +152,13 @@ mod tests {
         assert_eq!(c.limited_by.as_deref(), Some("machine CPU (2 cores)"));
         assert_eq!(c.p99_ms, 12.0);
         assert_eq!(c.stopped.len(), 2);
+        assert!(c.bracketed);
+        let mut above = capacity(500.0);
+        above.cells[0].knee_rate = None;
+        let p = point(BTreeMap::new(), true, offer, &[capacity(800.0), above]);
+        assert!(
+            !p.cells[0].bracketed,
+            "a repeat that held up to --max gives a bound"
+        );
     }
 }

@@ -195,6 +195,7 @@ mod tests {
             predicted_knee: None,
             limited_by: None,
             stopped: vec![],
+            bracketed: true,
         }
     }
 

@@ -77,6 +77,11 @@ pub struct PointCell {
     /// Why each repeat's search ended.
     #[serde(default)]
     pub stopped: Vec<String>,
+    /// Every repeat bracketed the knee (a sustained rate below a failing one); otherwise the
+    /// knee is a bound (every rate up to `--max` held, or even `--min` failed) and is left out of
+    /// the model's error.
+    #[serde(default)]
+    pub bracketed: bool,
 }
 
 /// One point of the grid.
@@ -155,11 +160,12 @@ impl SweepResults {
         serde_json::to_string_pretty(self).map_err(|e| e.to_string())
     }
 
-    /// (predicted, measured) for every point and cell.
+    /// (predicted, measured) for every point and cell whose knee was bracketed.
     pub fn predicted_measured(&self) -> Vec<(f64, f64)> {
         self.points
             .iter()
             .flat_map(|p| &p.cells)
+            .filter(|c| c.bracketed)
             .map(|c| {
                 (
                     c.predicted_knee.unwrap_or(f64::NAN),

@@ -41,7 +41,8 @@ pub fn render_sweep(r: &SweepResults) -> Result<String, String> {
         (figure("sweep-model", "Predicted against measured knee", "Each point and cell: the \
             cost model's knee (from costs per message below the knee and what the machine \
             offered) against the measured one; on the diagonal the model is exact, the dashed \
-            lines are ±25%.", true, &model_svg(r)))
+            lines are ±25%. Hollow: the knee was not bracketed (only a bound), left out of the \
+            model's error.", true, &model_svg(r)))
         (facts(r))
     };
     Ok(document(Page {
@@ -129,8 +130,9 @@ fn grid(r: &SweepResults) -> Markup {
             h2 { "The grid" }
             p class="help" {
                 "Each point's knee per cell: the median sustained rate over " (r.repeats)
-                " repeats [lowest–highest], shaded deeper the higher it is; under it the cost \
-                 model's prediction and the resource it says limits the rate."
+                " repeats [lowest–highest], shaded deeper the higher it is (≥: a search held up \
+                 to --max, so the knee lies above); under it the cost model's prediction and the \
+                 resource it says limits the rate."
             }
             table class="grid" {
                 thead { tr {
@@ -156,6 +158,7 @@ fn grid_row(r: &SweepResults, p: &SweepPoint, range: (f64, f64)) -> Markup {
                 td class="knee" style=(style) data-cell=(c.name) {
                     @match c.knee.sustained {
                         Some(k) => {
+                            @if !c.bracketed { "≥ " }
                             strong { (amount(k)) }
                             " [" (c.knee.low.map(amount).unwrap_or_default()) "–"
                             (c.knee.high.map(amount).unwrap_or_default()) "]"
@@ -236,7 +239,7 @@ fn model_svg(r: &SweepResults) -> String {
                 x: c.knee.sustained?,
                 y: c.predicted_knee?,
                 colour: cell_colour_hex(&c.name),
-                filled: true,
+                filled: c.bracketed,
                 ringed: !p.durable,
                 label: format!("{} · {}", c.name, SweepResults::point_label(p)),
             })
@@ -354,6 +357,7 @@ mod tests {
                 predicted_knee: Some(predicted),
                 limited_by: Some("machine CPU (2 cores)".into()),
                 stopped: vec![],
+                bracketed: true,
             }],
         }
     }
