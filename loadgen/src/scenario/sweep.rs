@@ -417,4 +417,29 @@ pop_batch = 10
             "a refused axis changes nothing"
         );
     }
+
+    #[test]
+    fn every_shipped_scenario_survives_the_rewrite_of_a_point_unchanged() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios");
+        let mut seen = 0;
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_none_or(|e| e != "toml") {
+                continue;
+            }
+            // Lines name the rewritten text, which has its own layout: set them aside.
+            let unlined = |mut s: Scenario| {
+                s.gates.iter_mut().for_each(|g| g.line = 0);
+                s.faults.iter_mut().for_each(|f| f.line = 0);
+                s.source_text.clear();
+                s.sweep = Sweep::default();
+                s
+            };
+            let s = Scenario::load(&path).unwrap();
+            let at = s.at_point(&Vec::new()).unwrap();
+            assert_eq!(unlined(at), unlined(s), "{}", path.display());
+            seen += 1;
+        }
+        assert!(seen > 3, "scenarios found: {seen}");
+    }
 }

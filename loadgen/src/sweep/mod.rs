@@ -216,7 +216,9 @@ async fn sweep(opts: &SweepOptions) -> Result<u8, String> {
     let started_at = now_iso();
     let (runs, complete, error) = sweeper.run_grid(&mut env).await;
     let restored = sweeper.restore(&env).await;
-    let results = sweeper.results(&env, &runs, complete && error.is_none(), started_at);
+    let mut results = sweeper.results(&env, &runs, complete && error.is_none(), started_at);
+    // The flags as given, after the subcommand and the scenario.
+    results.meta.scenario.overrides = std::env::args().skip(3).collect();
     drop(env);
     write_outputs(&results, &opts.out)?;
     print!("{}", summary(&results));
