@@ -13,9 +13,9 @@
 
 pub mod collect;
 pub mod options;
-mod pg_settings;
+pub mod pg_settings;
 pub mod plan;
-mod probe;
+pub mod probe;
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -345,15 +345,12 @@ impl Sweeper<'_> {
         }
         let offer = self.offer_at(point);
         confine(env, &offer)?;
-        Ok(capacity::run(
-            &s,
-            env,
-            &self.plan,
-            &self.criteria,
-            seed,
-            self.cancel.clone(),
-        )
-        .await)
+        // The point's own plan: its producers and consumers may differ from the base scenario's.
+        let plan = Plan {
+            window_growth: WINDOW_GROWTH,
+            ..capacity::plan(&s, self.opts.search())?
+        };
+        Ok(capacity::run(&s, env, &plan, &self.criteria, seed, self.cancel.clone()).await)
     }
 
     /// What the machine offers at `point`: its cores, those given to PostgreSQL and the broker.

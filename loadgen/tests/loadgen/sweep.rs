@@ -210,3 +210,84 @@ fn a_tiny_real_sweep_writes_a_knee_for_every_point_and_plan_answers_from_it() {
     assert!(stderr.contains("tighter 10 ms"), "{stderr}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A throwaway cluster's settings as a sweep changes them: checked up front (unknown, internal
+/// and refused values named), applied with a reload or, for a setting that waits for one, a
+/// restart, and reset at the end.
+#[test]
+fn postgres_settings_are_checked_applied_with_a_restart_where_needed_and_reset() {
+    use ackbench::scenario::{DatabaseSide, Replication};
+    use ackbench::sweep::pg_settings::PgSettings;
+    use ackbench::target::postgres::{connect, Postgres};
+
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let side = DatabaseSide {
+            replication: Replication::None,
+            relay: false,
+        };
+        let pg = Postgres::embedded(side).await.unwrap();
+        let show = |name: &'static str| {
+            let url = pg.url_of("postgres");
+            async move {
+                let c = connect(&url).await.unwrap();
+                let row = c.query_one(&format!("SHOW {name}"), &[]).await.unwrap();
+                row.get::<_, String>(0)
+            }
+        };
+        let ask = |name: &str, values: &[&str]| {
+            vec![(
+                name.to_string(),
+                values.iter().map(|v| v.to_string()).collect::<Vec<_>>(),
+            )]
+        };
+        let refused = |e: Result<PgSettings, String>| e.err().expect("refused");
+        let e = refused(PgSettings::check(&pg, &ask("no_such_setting", &["1"]), true).await);
+        assert!(
+            e.contains("pg.no_such_setting: PostgreSQL has no setting"),
+            "{e}"
+        );
+        let e = refused(PgSettings::check(&pg, &ask("commit_delay", &["0", "lots"]), true).await);
+        assert!(
+            e.contains("pg.commit_delay = lots: PostgreSQL refused it"),
+            "{e}"
+        );
+        let e = refused(PgSettings::check(&pg, &ask("block_size", &["8192"]), true).await);
+        assert!(e.contains("cannot be set"), "{e}");
+        let e = refused(PgSettings::check(&pg, &ask("wal_buffers", &["1MB"]), false).await);
+        assert!(e.contains("only when the server restarts"), "{e}");
+        assert_eq!(
+            show("commit_delay").await,
+            "0",
+            "a refused check changes nothing"
+        );
+
+        let mut both = ask("commit_delay", &["0", "200"]);
+        both.extend(ask("wal_buffers", &["1MB"]));
+        let settings = PgSettings::check(&pg, &both, true).await.unwrap();
+        let point = |d: &str, w: &str| {
+            vec![
+                ("commit_delay".to_string(), d.to_string()),
+                ("wal_buffers".to_string(), w.to_string()),
+            ]
+        };
+        assert!(!settings
+            .apply(&pg, &point("200", &show("wal_buffers").await))
+            .await
+            .unwrap());
+        assert_eq!(show("commit_delay").await, "200", "a reload suffices");
+        assert!(
+            settings.apply(&pg, &point("0", "1MB")).await.unwrap(),
+            "restarted"
+        );
+        assert_eq!(
+            (show("commit_delay").await, show("wal_buffers").await),
+            ("0".into(), "1MB".into())
+        );
+        assert!(
+            settings.reset(&pg).await.unwrap(),
+            "wal_buffers back needs a restart too"
+        );
+        assert_ne!(show("wal_buffers").await, "1MB");
+    });
+}
