@@ -508,7 +508,8 @@ pub fn summary(r: &SweepResults) -> String {
                 SweepResults::point_label(p),
                 c.name,
                 format!(
-                    "{} [{}-{}]",
+                    "{}{} [{}-{}]",
+                    if c.bracketed { "" } else { ">=" },
                     opt(c.knee.sustained),
                     opt(c.knee.low),
                     opt(c.knee.high)

@@ -28,6 +28,8 @@ pub struct Row {
     pub durable: bool,
     /// Measured here: (median, low, high).
     pub measured: (Option<f64>, Option<f64>, Option<f64>),
+    /// The knee was bracketed in every repeat (otherwise the rates are bounds: it lies above).
+    pub bracketed: bool,
     /// `every repeat`, `median only`, `no`.
     pub here: &'static str,
     /// The model on the host asked about, and what limits it.
@@ -103,6 +105,7 @@ pub fn answer(sweep: &SweepResults, q: &Question) -> Vec<Row> {
                 cell: c.name.clone(),
                 durable: p.durable,
                 measured: (k.sustained, k.low, k.high),
+                bracketed: c.bracketed,
                 here,
                 host: predicted,
                 host_verdict,
@@ -115,7 +118,7 @@ pub fn answer(sweep: &SweepResults, q: &Question) -> Vec<Row> {
 /// The answer as text: a sentence on the sweep and the model, then a row per point and cell.
 pub fn render(sweep: &SweepResults, q: &Question, rows: &[Row]) -> String {
     let mut out = format!(
-        "target {} msg/s at p99 <= {} ms; the sweep measured {} points × {} repeats at p99 <= {} ms on {} cores (fsync {}/s)\n",
+        "target {} msg/s at p99 <= {} ms; the sweep measured {} point(s) × {} repeat(s) at p99 <= {} ms on {} cores (fsync {}/s)\n",
         amount(q.target_rate),
         amount(q.slo_p99_ms),
         sweep.points.len(),
@@ -131,7 +134,7 @@ pub fn render(sweep: &SweepResults, q: &Question, rows: &[Row]) -> String {
             amount(e.max_abs * 100.0),
             e.pairs
         ),
-        None => "the cost model could not be checked against this sweep (no knee with a prediction): its host figures are unvalidated\n".into(),
+        None => "the cost model could not be checked against this sweep (no bracketed knee with a prediction): its host figures are unvalidated\n".into(),
     };
     out += &format!(
         "host asked about: {} cores, fsync {}/s (PostgreSQL, broker and load generator sharing them)\n\n",
@@ -153,7 +156,13 @@ pub fn render(sweep: &SweepResults, q: &Question, rows: &[Row]) -> String {
             "{:<44} {:<16} {:>20} {:>13} {:>10} {:>10}  {}\n",
             settings,
             r.cell,
-            format!("{} [{}-{}]", opt(mid), opt(low), opt(high)),
+            format!(
+                "{}{} [{}-{}]",
+                if r.bracketed { "" } else { ">=" },
+                opt(mid),
+                opt(low),
+                opt(high)
+            ),
             r.here,
             opt(r.host.as_ref().map(|h| h.0)),
             r.host_verdict,

@@ -23,7 +23,7 @@ pub fn render_sweep(r: &SweepResults) -> Result<String, String> {
     let title = format!("ackbench sweep: {}", m.scenario.name);
     let subtitle = html! {
         (m.started_at) " · " (m.machine.cores) " cores · " (m.machine.hostname) " · "
-        (r.points.len()) " points × " (r.repeats) " repeats"
+        (count(r.points.len(), "point")) " × " (count(r.repeats as usize, "repeat"))
     };
     let body = html! {
         @if !r.complete {
@@ -85,6 +85,14 @@ fn summary(r: &SweepResults) -> Markup {
     }
 }
 
+/// `1 repeat`, `2 repeats`.
+fn count(n: usize, noun: &str) -> String {
+    match n {
+        1 => format!("1 {noun}"),
+        n => format!("{n} {noun}s"),
+    }
+}
+
 fn signed(share: f64) -> String {
     let pct = amount((share * 100.0).abs());
     match share >= 0.0 {
@@ -129,8 +137,8 @@ fn grid(r: &SweepResults) -> Markup {
         section id="grid" {
             h2 { "The grid" }
             p class="help" {
-                "Each point's knee per cell: the median sustained rate over " (r.repeats)
-                " repeats [lowest–highest], shaded deeper the higher it is (≥: a search held up \
+                "Each point's knee per cell: the median sustained rate over "
+                (count(r.repeats as usize, "repeat")) " [lowest–highest], shaded deeper the higher it is (≥: a search held up \
                  to --max, so the knee lies above); under it the cost model's prediction and the \
                  resource it says limits the rate."
             }
