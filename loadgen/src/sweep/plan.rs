@@ -117,6 +117,29 @@ pub fn answer(sweep: &SweepResults, q: &Question) -> Vec<Row> {
 
 /// The answer as text: a sentence on the sweep and the model, then a row per point and cell.
 pub fn render(sweep: &SweepResults, q: &Question, rows: &[Row]) -> String {
+    let mut out = preamble(sweep, q);
+    out += &format!(
+        "{:<44} {:<16} {:>20} {:>13} {:>10} {:>10}  limited by\n",
+        "settings", "cell", "knee here [low-high]", "meets here", "host", "on host"
+    );
+    let opt = |v: Option<f64>| v.map(amount).unwrap_or_else(|| "—".into());
+    for r in rows {
+        out += &row_line(r, &opt);
+    }
+    let here = rows.iter().filter(|r| r.here == "every repeat").count();
+    out += &format!(
+        "\n{here} of {} point-cells met {} msg/s in every repeat on the sweep's machine",
+        rows.len(),
+        amount(q.target_rate)
+    );
+    if rows.iter().any(|r| !r.durable && r.here != "no") {
+        out += "; points marked (not durable) may lose acknowledged commits on a crash";
+    }
+    out + "\n"
+}
+
+/// What was asked, what the sweep measured, and how far its model can be trusted.
+fn preamble(sweep: &SweepResults, q: &Question) -> String {
     let mut out = format!(
         "target {} msg/s at p99 <= {} ms; the sweep measured {} point(s) × {} repeat(s) at p99 <= {} ms on {} cores (fsync {}/s)\n",
         amount(q.target_rate),
@@ -141,44 +164,32 @@ pub fn render(sweep: &SweepResults, q: &Question, rows: &[Row]) -> String {
         amount(q.cores.unwrap_or(sweep.machine.cores)),
         format_number(q.fsync_per_sec.unwrap_or(sweep.machine.fsync_per_sec))
     );
-    out += &format!(
-        "{:<44} {:<16} {:>20} {:>13} {:>10} {:>10}  limited by\n",
-        "settings", "cell", "knee here [low-high]", "meets here", "host", "on host"
-    );
-    let opt = |v: Option<f64>| v.map(amount).unwrap_or_else(|| "—".into());
-    for r in rows {
-        let (mid, low, high) = r.measured;
-        let settings = match r.durable {
-            true => r.settings.clone(),
-            false => format!("{} (not durable)", r.settings),
-        };
-        out += &format!(
-            "{:<44} {:<16} {:>20} {:>13} {:>10} {:>10}  {}\n",
-            settings,
-            r.cell,
-            format!(
-                "{}{} [{}-{}]",
-                if r.bracketed { "" } else { ">=" },
-                opt(mid),
-                opt(low),
-                opt(high)
-            ),
-            r.here,
-            opt(r.host.as_ref().map(|h| h.0)),
-            r.host_verdict,
-            r.host.as_ref().map(|h| h.1.as_str()).unwrap_or("")
-        );
-    }
-    let here = rows.iter().filter(|r| r.here == "every repeat").count();
-    out += &format!(
-        "\n{here} of {} point-cells met {} msg/s in every repeat on the sweep's machine",
-        rows.len(),
-        amount(q.target_rate)
-    );
-    if rows.iter().any(|r| !r.durable && r.here != "no") {
-        out += "; points marked (not durable) may lose acknowledged commits on a crash";
-    }
-    out + "\n"
+    out
+}
+
+/// One point and cell of the answer.
+fn row_line(r: &Row, opt: &dyn Fn(Option<f64>) -> String) -> String {
+    let (mid, low, high) = r.measured;
+    let settings = match r.durable {
+        true => r.settings.clone(),
+        false => format!("{} (not durable)", r.settings),
+    };
+    format!(
+        "{:<44} {:<16} {:>20} {:>13} {:>10} {:>10}  {}\n",
+        settings,
+        r.cell,
+        format!(
+            "{}{} [{}-{}]",
+            if r.bracketed { "" } else { ">=" },
+            opt(mid),
+            opt(low),
+            opt(high)
+        ),
+        r.here,
+        opt(r.host.as_ref().map(|h| h.0)),
+        r.host_verdict,
+        r.host.as_ref().map(|h| h.1.as_str()).unwrap_or("")
+    )
 }
 
 #[cfg(test)]

@@ -129,23 +129,6 @@ fn cores_words(n: f64) -> String {
 
 /// The knee `costs` allow on `offer`; `None` when no cost was measured (nothing to divide).
 pub fn predict(costs: &Costs, offer: &Offer) -> Option<Prediction> {
-    let processes = [
-        Process {
-            name: "PostgreSQL",
-            cpu_ms: costs.pg_cpu_ms,
-            cores: offer.pg_cores,
-        },
-        Process {
-            name: "broker",
-            cpu_ms: costs.broker_cpu_ms,
-            cores: offer.broker_cores,
-        },
-        Process {
-            name: "load generator",
-            cpu_ms: costs.loadgen_cpu_ms,
-            cores: None,
-        },
-    ];
     let mut limits = Vec::new();
     let mut cap = |resource: String, capacity: f64, per_message: f64| {
         if capacity.is_finite() && capacity > 0.0 && per_message.is_finite() && per_message > 0.0 {
@@ -155,36 +138,9 @@ pub fn predict(costs: &Costs, offer: &Offer) -> Option<Prediction> {
             });
         }
     };
-    let measured: Vec<Process> = processes
-        .into_iter()
-        .filter(|p| p.cpu_ms.is_finite())
-        .collect();
-    for p in measured.iter().filter(|p| p.cores.is_some()) {
-        let n = p.cores.unwrap_or_default();
-        cap(
-            format!("{} CPU ({})", p.name, cores_words(n)),
-            n,
-            p.cpu_ms / 1000.0,
-        );
+    for (resource, cores, cpu_ms) in cpu_pools(costs, offer) {
+        cap(resource, cores, cpu_ms / 1000.0);
     }
-    let confined: f64 = processes.iter().filter_map(|p| p.cores).sum();
-    let free: Vec<&Process> = measured.iter().filter(|p| p.cores.is_none()).collect();
-    let left = offer.cores - confined;
-    if confined > 0.0 && !free.is_empty() {
-        let names: Vec<&str> = free.iter().map(|p| p.name).collect();
-        let ms: f64 = free.iter().map(|p| p.cpu_ms).sum();
-        cap(
-            format!("CPU of {} ({} left)", names.join(" + "), cores_words(left)),
-            left,
-            ms / 1000.0,
-        );
-    }
-    let all_ms: f64 = measured.iter().map(|p| p.cpu_ms).sum();
-    cap(
-        format!("machine CPU ({})", cores_words(offer.cores)),
-        offer.cores,
-        all_ms / 1000.0,
-    );
     cap(
         format!(
             "WAL fsync ({}/s)",
@@ -202,6 +158,58 @@ pub fn predict(costs: &Costs, offer: &Offer) -> Option<Prediction> {
         limited_by: lowest.resource,
         limits,
     })
+}
+
+/// The three processes whose CPU a message costs, with the cores each is confined to.
+fn processes(costs: &Costs, offer: &Offer) -> [Process; 3] {
+    [
+        Process {
+            name: "PostgreSQL",
+            cpu_ms: costs.pg_cpu_ms,
+            cores: offer.pg_cores,
+        },
+        Process {
+            name: "broker",
+            cpu_ms: costs.broker_cpu_ms,
+            cores: offer.broker_cores,
+        },
+        Process {
+            name: "load generator",
+            cpu_ms: costs.loadgen_cpu_ms,
+            cores: None,
+        },
+    ]
+}
+
+/// The CPU pools as (resource, cores, CPU ms per message): each confined process on its cores,
+/// the unconfined ones together on the cores left (when any process is confined), and every
+/// process on the whole machine. Processes whose CPU was not measured are left out.
+fn cpu_pools(costs: &Costs, offer: &Offer) -> Vec<(String, f64, f64)> {
+    let all = processes(costs, offer);
+    let measured: Vec<&Process> = all.iter().filter(|p| p.cpu_ms.is_finite()).collect();
+    let mut pools: Vec<(String, f64, f64)> = measured
+        .iter()
+        .filter_map(|p| {
+            let n = p.cores?;
+            Some((format!("{} CPU ({})", p.name, cores_words(n)), n, p.cpu_ms))
+        })
+        .collect();
+    let confined: f64 = all.iter().filter_map(|p| p.cores).sum();
+    let free: Vec<&&Process> = measured.iter().filter(|p| p.cores.is_none()).collect();
+    if confined > 0.0 && !free.is_empty() {
+        let left = offer.cores - confined;
+        let names: Vec<&str> = free.iter().map(|p| p.name).collect();
+        let ms: f64 = free.iter().map(|p| p.cpu_ms).sum();
+        let resource = format!("CPU of {} ({} left)", names.join(" + "), cores_words(left));
+        pools.push((resource, left, ms));
+    }
+    let all_ms: f64 = measured.iter().map(|p| p.cpu_ms).sum();
+    pools.push((
+        format!("machine CPU ({})", cores_words(offer.cores)),
+        offer.cores,
+        all_ms,
+    ));
+    pools
 }
 
 /// How far predictions were from measurements: over the pairs with both, the mean and the
