@@ -41,7 +41,8 @@ use crate::target::affinity;
 use options::{PlanOptions, SweepOptions};
 use pg_settings::PgSettings;
 
-/// After each rejection near the knee, later windows of the search lengthen by half a window.
+/// By default, after each rejection near the knee, later windows of the search lengthen by half
+/// a window (`--window-growth`).
 pub const WINDOW_GROWTH: f64 = 0.5;
 /// The most repeats a sweep takes.
 pub const MAX_REPEATS: u32 = 20;
@@ -146,6 +147,12 @@ fn check_target(opts: &SweepOptions, s: &Scenario) -> Result<(), String> {
     if t.broker_url.is_some() && (swept("host.broker_cores") || opts.broker_cores.is_some()) {
         return Err("host.broker_cores / --broker-cores confine the broker this run starts: leave out --broker-url".into());
     }
+    if !(opts.window_growth.is_finite() && (0.0..=2.0).contains(&opts.window_growth)) {
+        return Err(format!(
+            "--window-growth must be a share of the window from 0 to 2, got {}",
+            opts.window_growth
+        ));
+    }
     if !(1..=MAX_REPEATS).contains(&opts.repeats) {
         return Err(format!(
             "--repeats must be between 1 and {MAX_REPEATS}, got {}",
@@ -185,7 +192,7 @@ async fn sweep(opts: &SweepOptions) -> Result<u8, String> {
     let scenario = prepare_scenario(opts)?;
     check_target(opts, &scenario)?;
     let mut plan = capacity::plan(&scenario, opts.search())?;
-    plan.window_growth = WINDOW_GROWTH;
+    plan.window_growth = opts.window_growth;
     let slo = opts
         .slo_p99_ms
         .or(scenario.capacity.slo_p99_ms)
@@ -347,7 +354,7 @@ impl Sweeper<'_> {
         confine(env, &offer)?;
         // The point's own plan: its producers and consumers may differ from the base scenario's.
         let plan = Plan {
-            window_growth: WINDOW_GROWTH,
+            window_growth: self.opts.window_growth,
             ..capacity::plan(&s, self.opts.search())?
         };
         Ok(capacity::run(&s, env, &plan, &self.criteria, seed, self.cancel.clone()).await)

@@ -47,6 +47,10 @@ pub struct SweepOptions {
     /// Warm-up of each step, in seconds (default: the scenario's warmup_secs).
     #[arg(long)]
     pub warmup: Option<f64>,
+    /// After each rejection near the knee, later windows lengthen by this share of
+    /// --step-secs, up to 3× (default 0.5; 0 keeps every window alike).
+    #[arg(long, default_value_t = crate::sweep::WINDOW_GROWTH)]
+    pub window_growth: f64,
     /// First offered rate of each search, msg/s (default: the scenario's open-loop rate, else 100).
     #[arg(long)]
     pub start: Option<f64>,

@@ -80,6 +80,10 @@ fn bad_sweeps_and_questions_are_refused_naming_what_is_wrong() {
         ackbench(&dir, "sweep", SCENARIO, &["--out", out, "--repeats", "0"]);
     assert_eq!(code, 2);
     assert!(stderr.contains("--repeats"), "{stderr}");
+    let args = ["--out", out, "--window-growth", "5"];
+    let Outcome { code, stderr, .. } = ackbench(&dir, "sweep", SCENARIO, &args);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("--window-growth must be"), "{stderr}");
     assert!(!Path::new(out).join("sweep.json").exists());
 
     let missing = dir.join("none.json");
