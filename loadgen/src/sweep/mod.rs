@@ -377,10 +377,13 @@ impl Sweeper<'_> {
         }
     }
 
-    /// Resets the PostgreSQL settings the sweep varied (a server of the user's keeps its own).
+    /// Resets the PostgreSQL settings the sweep varied on a server of the user's (a throwaway
+    /// cluster is dropped as it is).
     async fn restore(&self, env: &Env) -> Result<(), String> {
         match (&self.pg_settings, env.postgres.as_ref()) {
-            (Some(settings), Some(pg)) => settings.reset(pg).await.map(drop),
+            (Some(settings), Some(pg)) if pg.embedded_cluster().is_none() => {
+                settings.reset(pg).await.map(drop)
+            }
             _ => Ok(()),
         }
     }
