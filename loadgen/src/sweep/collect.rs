@@ -69,7 +69,8 @@ fn point_cell(name: &str, runs: &[&CapacityCell], offer: &Offer) -> PointCell {
         true => f64::NAN,
         false => p99s.iter().sum::<f64>() / p99s.len() as f64,
     };
-    let (predicted_knee, limited_by) = prediction_fields(cost_model::predict(&costs, offer));
+    let (predicted_knee, limited_by, limits) =
+        prediction_fields(cost_model::predict(&costs, offer));
     PointCell {
         name: name.to_string(),
         knee,
@@ -77,6 +78,7 @@ fn point_cell(name: &str, runs: &[&CapacityCell], offer: &Offer) -> PointCell {
         costs,
         predicted_knee,
         limited_by,
+        limits,
         stopped: runs.iter().map(|c| c.stopped.clone()).collect(),
         bracketed: !runs.is_empty()
             && runs
@@ -150,6 +152,7 @@ mod tests {
         assert!((c.costs.pg_cpu_ms - 1.0).abs() < 1e-9 && (c.costs.commits - 1.0).abs() < 1e-9);
         assert!((c.predicted_knee.unwrap() - 2000.0 / 1.75).abs() < 1e-6);
         assert_eq!(c.limited_by.as_deref(), Some("machine CPU (2 cores)"));
+        assert_eq!(c.limits.len(), 2, "the machine's CPU and the WAL");
         assert_eq!(c.p99_ms, 12.0);
         assert_eq!(c.stopped.len(), 2);
         assert!(c.bracketed);

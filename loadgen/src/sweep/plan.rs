@@ -214,6 +214,7 @@ mod tests {
             },
             predicted_knee: None,
             limited_by: None,
+            limits: vec![],
             stopped: vec![],
             bracketed: true,
         }

@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 use crate::capacity::{Criteria, Plan};
 use crate::results::RunMeta;
 use crate::stats::{absent, nullable};
-use cost_model::{Costs, ModelError, Offer, Prediction};
+use cost_model::{Costs, Limit, ModelError, Offer, Prediction};
 
 pub use page::render_sweep;
 
@@ -74,6 +74,9 @@ pub struct PointCell {
     /// What the cost model predicts on what this point offered.
     pub predicted_knee: Option<f64>,
     pub limited_by: Option<String>,
+    /// Every cap the model weighed (the lowest is `predicted_knee`).
+    #[serde(default)]
+    pub limits: Vec<Limit>,
     /// Why each repeat's search ended.
     #[serde(default)]
     pub stopped: Vec<String>,
@@ -202,11 +205,11 @@ pub fn durable(settings: &BTreeMap<String, String>, server: &BTreeMap<String, St
     !(off(value("synchronous_commit")) || off(value("fsync")))
 }
 
-/// A prediction as the document keeps it.
-pub fn prediction_fields(p: Option<Prediction>) -> (Option<f64>, Option<String>) {
+/// A prediction as the document keeps it: the knee, what limits it, every cap weighed.
+pub fn prediction_fields(p: Option<Prediction>) -> (Option<f64>, Option<String>, Vec<Limit>) {
     match p {
-        Some(p) => (Some(p.rate), Some(p.limited_by)),
-        None => (None, None),
+        Some(p) => (Some(p.rate), Some(p.limited_by), p.limits),
+        None => (None, None, Vec::new()),
     }
 }
 

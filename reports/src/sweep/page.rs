@@ -364,6 +364,7 @@ mod tests {
                 costs: Costs::default(),
                 predicted_knee: Some(predicted),
                 limited_by: Some("machine CPU (2 cores)".into()),
+                limits: vec![],
                 stopped: vec![],
                 bracketed: true,
             }],
