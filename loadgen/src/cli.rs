@@ -556,7 +556,7 @@ pub fn baseline(results: &Path, out: &Path) -> u8 {
 
 /// A flag that flips on the first Ctrl-C, so the run stops at a clean point and still writes
 /// what it measured; a second Ctrl-C exits at once. `what` names what is stopped.
-fn cancel_on_ctrl_c(what: &'static str) -> watch::Receiver<bool> {
+pub(crate) fn cancel_on_ctrl_c(what: &'static str) -> watch::Receiver<bool> {
     let (tx, rx) = watch::channel(false);
     tokio::spawn(async move {
         if tokio::signal::ctrl_c().await.is_ok() {

@@ -26,6 +26,7 @@ pub mod progress;
 pub mod run;
 pub mod scenario;
 pub mod shard;
+pub mod sweep;
 pub mod target;
 pub mod trend;
 pub mod workload;

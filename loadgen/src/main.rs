@@ -44,6 +44,13 @@ enum Command {
         #[command(subcommand)]
         command: ackbench::trend::cli::HistoryCommand,
     },
+    /// Run the capacity knee search at every point of the scenario's [sweep] grid, repeated;
+    /// writes sweep.json (knee intervals, costs per message, the cost model's knee) and
+    /// sweep.html.
+    Sweep(ackbench::sweep::options::SweepOptions),
+    /// Answer a target rate and p99 from a sweep.json: which points met it here, and what the
+    /// cost model says a host with the given cores and fsync rate would sustain.
+    Plan(ackbench::sweep::options::PlanOptions),
 }
 
 #[derive(clap::Args)]
@@ -119,6 +126,8 @@ fn main() -> ExitCode {
             Command::Calibrate(opts) => ackbench::calibrate::command(opts).await,
             Command::Merge(a) => ackbench::cli::merge(&a.dirs, a.out.as_deref()),
             Command::History { command } => ackbench::trend::cli::run(command).await,
+            Command::Sweep(opts) => ackbench::sweep::sweep_command(opts).await,
+            Command::Plan(opts) => ackbench::sweep::plan_command(&opts),
         }
     });
     ExitCode::from(code)

@@ -13,6 +13,7 @@ pub mod page;
 pub mod recovery;
 pub mod results;
 pub mod stats;
+pub mod sweep;
 
 pub use page::{render_comparison, render_report, write_report};
 

@@ -95,8 +95,25 @@ impl Search<'_> {
             let scenario = at_rate(self.scenario, rate);
             let cr = self.round(&scenario, c, index);
             let step_label = format!("{label} step {index} @ {} msg/s", amount(rate));
-            let measured =
-                step::measure(&cr, system, self.plan, &step_label, self.cancel, progress);
+            let postmaster = self
+                .env
+                .postgres
+                .as_ref()
+                .and_then(|p| p.embedded_cluster())
+                .and_then(|e| e.postmaster_pid());
+            let plan = Plan {
+                step_secs: verdict::window_secs(&steps, &self.bounds(), self.plan),
+                ..self.plan.clone()
+            };
+            let measured = step::measure(
+                &cr,
+                system,
+                &plan,
+                &step_label,
+                postmaster,
+                self.cancel,
+                progress,
+            );
             match measured.await {
                 Ok(Some(step)) => steps.push(self.judge(step, &step_label, progress)),
                 Ok(None) => return (steps, LadderEnd::Interrupted),

@@ -93,6 +93,7 @@ pub fn plan(s: &Scenario, flags: SearchFlags) -> Result<Plan, String> {
         rates,
         warmup_secs: s.run.warmup_secs,
         step_secs: s.run.duration_secs,
+        window_growth: 0.0,
         producers: s.producers.count,
         producer_batch: s.producers.batch,
         consumers: s.consumers.count,

@@ -9,6 +9,7 @@ use crate::lifecycle::phases::Workload;
 use crate::lifecycle::settle::Whole;
 use crate::lifecycle::window::{self, Edge, Tick, Window};
 use crate::lifecycle::CellRound;
+use crate::measure::process_tree::tree_cpu_seconds;
 use crate::progress::Progress;
 use crate::target::broker::process_cpu_seconds;
 use crate::workload::CellContext;
@@ -22,6 +23,7 @@ pub(super) async fn measure(
     system: &dyn Installed,
     plan: &Plan,
     label: &str,
+    postmaster: Option<u32>,
     cancel: &watch::Receiver<bool>,
     progress: &mut Progress,
 ) -> Result<Option<Step>, String> {
@@ -44,16 +46,46 @@ pub(super) async fn measure(
             ));
         };
         let no_faults = |_| async {};
+        let pg_cpu = PgCpu::start(postmaster);
         let (window, ()) =
             window::sample(system, &ctx, plan.step_secs, cancel, on_tick, no_faults).await;
-        Some(window)
+        Some((window, pg_cpu.cores()))
     };
     // Stopping ends latency recording, so the histograms read below cover the window alone.
     workload.stop().await;
     progress.finish();
-    Ok(window
-        .filter(|w| !w.interrupted)
-        .map(|w| figures(cr, &w, &ctx)))
+    Ok(window.filter(|(w, _)| !w.interrupted).map(|(w, pg_cpu)| {
+        let mut step = figures(cr, &w, &ctx);
+        step.pg_cpu_cores = pg_cpu;
+        step
+    }))
+}
+
+/// PostgreSQL's CPU over a window: its whole process tree, read at both ends (the reads
+/// bracket the window's edges by the few milliseconds the edges take).
+struct PgCpu {
+    postmaster: Option<u32>,
+    at: std::time::Instant,
+    seconds: Option<f64>,
+}
+
+impl PgCpu {
+    fn start(postmaster: Option<u32>) -> PgCpu {
+        PgCpu {
+            postmaster,
+            at: std::time::Instant::now(),
+            seconds: postmaster.and_then(tree_cpu_seconds),
+        }
+    }
+
+    /// Cores used since `start`; NaN when PostgreSQL is not a local process of ours.
+    fn cores(&self) -> f64 {
+        let now = self.postmaster.and_then(tree_cpu_seconds);
+        match (self.seconds, now) {
+            (Some(a), Some(b)) => (b - a) / self.at.elapsed().as_secs_f64().max(1e-3),
+            _ => f64::NAN,
+        }
+    }
 }
 
 /// The live line of a step's window: rates since the last tick, backlog, tail latencies and
@@ -133,6 +165,12 @@ fn figures(cr: &CellRound<'_>, w: &Window, ctx: &CellContext) -> Step {
         schedule_lag_p99_ms: p("schedule_lag", 0.99),
         producer_interval_ms: batch * producer_count / rate * 1000.0,
         errors: d.errors,
+        pg_exec_ms_per_sec: pg
+            .as_ref()
+            .map(|g| g.statements.values().map(|s| s.total_exec_ms).sum::<f64>() / secs)
+            .unwrap_or(f64::NAN),
+        wal_syncs_per_sec: pg.as_ref().map(|g| g.wal_syncs / secs).unwrap_or(f64::NAN),
+        wal_bytes_per_sec: pg.as_ref().map(|g| g.wal_bytes / secs).unwrap_or(f64::NAN),
         ..Default::default()
     }
 }

@@ -2,8 +2,9 @@
 //! the ladder of offered rates, each step's verdict, the load generator's own warnings, the
 //! search for the knee (which rate to try next), and the cell's sustained rate and knee.
 
-use super::model::{Condition, Criteria, Failure, Step};
+use super::model::{Condition, Criteria, Failure, Plan, Step};
 use ackbench_reports::capacity::amount;
+use ackbench_reports::capacity::MAX_WINDOW_FACTOR;
 
 /// The most steps a ladder may have.
 pub const MAX_STEPS: usize = 100;
@@ -332,5 +333,68 @@ pub fn next_rate(steps: &[Step], b: &Bounds) -> Next {
         end
     } else {
         Next::Try(rate)
+    }
+}
+
+/// The measured window of the next step: `plan.step_secs`, lengthened by `plan.window_growth`
+/// of it for every rejection close to the knee so far (a failing rate at most one step factor
+/// above a sustained one), up to `MAX_WINDOW_FACTOR` times: near the knee a verdict is closest
+/// to a coin toss, so it is given more time.
+pub fn window_secs(steps: &[Step], b: &Bounds, plan: &Plan) -> f64 {
+    let near = steps
+        .iter()
+        .filter(|f| !f.sustained)
+        .filter(|f| {
+            steps.iter().any(|s| {
+                s.sustained
+                    && s.offered_rate < f.offered_rate
+                    && f.offered_rate <= s.offered_rate * b.factor * (1.0 + 1e-9)
+            })
+        })
+        .count();
+    let factor = (1.0 + plan.window_growth.max(0.0) * near as f64).min(MAX_WINDOW_FACTOR);
+    plan.step_secs * factor
+}
+
+#[cfg(test)]
+mod window_tests {
+    use super::*;
+
+    fn step(rate: f64, sustained: bool) -> Step {
+        Step {
+            offered_rate: rate,
+            sustained,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn windows_lengthen_after_rejections_near_the_knee_only() {
+        let b = Bounds {
+            start: 100.0,
+            factor: 1.5,
+            min: 5.0,
+            max: 1000.0,
+            precision: 0.05,
+        };
+        let plan = Plan {
+            step_secs: 10.0,
+            window_growth: 0.5,
+            ..Default::default()
+        };
+        // A failure far above the only sustained rate is not near the knee.
+        let far = [step(100.0, true), step(400.0, false)];
+        assert_eq!(window_secs(&far, &b, &plan), 10.0);
+        let near = [step(100.0, true), step(150.0, false), step(122.0, false)];
+        assert_eq!(window_secs(&near, &b, &plan), 20.0);
+        let many: Vec<Step> = std::iter::once(step(100.0, true))
+            .chain((0..9).map(|i| step(101.0 + i as f64, false)))
+            .collect();
+        assert_eq!(window_secs(&many, &b, &plan), 30.0, "capped at 3x");
+        let fixed = Plan {
+            window_growth: 0.0,
+            ..plan
+        };
+        assert_eq!(window_secs(&near, &b, &fixed), 10.0);
     }
 }

@@ -44,6 +44,8 @@ pub struct Env {
     pub run_tag: String,
     /// Where `ackbench run --history` appends each cell round's deliveries as JSON lines.
     pub history: Option<PathBuf>,
+    /// The cores (a `taskset` CPU list) every broker started is confined to; `None`: anywhere.
+    pub broker_cpus: Option<String>,
 }
 
 impl Env {
@@ -107,6 +109,7 @@ impl Env {
             profile,
             run_tag,
             history: None,
+            broker_cpus: None,
         })
     }
 

@@ -7,3 +7,4 @@ pub mod figures;
 pub mod latency;
 pub mod pg_counters;
 pub mod vacuum;
+pub mod process_tree;

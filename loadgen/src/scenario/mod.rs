@@ -8,7 +8,8 @@
 //!
 //! Files: `schema` (sections and defaults), `figure` (gate figure names), `gate` (gates),
 //! `fault` (fault steps),
-//! `validate` (ranges and cross-key rules), `locate` (lines and key names), `key_path` (dotted key names), `error`.
+//! `validate` (ranges and cross-key rules), `locate` (lines and key names), `key_path` (dotted key names), `sweep` (`[sweep]` and its
+//! grid), `error`.
 
 mod error;
 mod fault;
@@ -18,6 +19,7 @@ mod gate;
 mod key_path;
 mod locate;
 mod schema;
+pub mod sweep;
 mod validate;
 
 use serde::Serialize;
@@ -62,6 +64,8 @@ pub struct Scenario {
     pub faults: Vec<Fault>,
     /// `[capacity]`.
     pub capacity: CapacitySetup,
+    /// `[sweep]`: the settings `ackbench sweep` varies (empty for other commands).
+    pub sweep: sweep::Sweep,
     /// Where the scenario was read from (a path or a name given to `parse`).
     #[serde(skip)]
     pub source_name: String,

@@ -756,4 +756,7 @@ pub(crate) struct ScenarioFile {
     pub faults: Vec<super::fault::FaultFile>,
     #[serde(default)]
     pub capacity: CapacitySetup,
+    /// `[sweep]`: checked by `sweep::from_file`.
+    #[serde(default)]
+    pub sweep: Option<toml::Table>,
 }

@@ -73,6 +73,7 @@ pub(crate) fn validate(
         .map(|(i, g)| gate_from_file(g, i, &file.run.cells, loc))
         .collect::<Result<Vec<Gate>, _>>()?;
     let faults = faults_from_file(&file.faults, &file.postgres, file.run.duration_secs, loc)?;
+    let sweep = super::sweep::from_file(file.sweep.as_ref(), text, loc)?;
     Ok(Scenario {
         name,
         description: file.description,
@@ -86,6 +87,7 @@ pub(crate) fn validate(
         gates,
         faults,
         capacity: file.capacity,
+        sweep,
         source_name: loc.file().to_string(),
         source_text: text.to_string(),
     })

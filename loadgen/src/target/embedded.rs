@@ -93,6 +93,23 @@ impl Embedded {
         multi_host_url(&hosts, name, Some(BROKER_APPLICATION))
     }
 
+    /// The primary server (a sweep applies its PostgreSQL settings there).
+    pub fn primary_cluster(&self) -> Arc<Cluster> {
+        self.primary()
+    }
+
+    /// The primary's postmaster, from the first line of its `postmaster.pid`.
+    pub fn postmaster_pid(&self) -> Option<u32> {
+        let path = self.primary().data_dir().join("postmaster.pid");
+        std::fs::read_to_string(path)
+            .ok()?
+            .lines()
+            .next()?
+            .trim()
+            .parse()
+            .ok()
+    }
+
     pub fn relays(&self) -> Option<&Relays> {
         self.relays.as_ref()
     }

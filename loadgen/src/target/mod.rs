@@ -4,6 +4,7 @@
 //! (`profile`), and the TCP relay the broker reaches its database through when a fault cuts or
 //! delays that link (`relay`); `session` connects to a PostgreSQL.
 
+pub mod affinity;
 pub mod broker;
 pub mod broker_binary;
 pub mod embedded;

@@ -349,6 +349,7 @@ fn synthetic() -> CapacityResults {
             rates: vec![1000.0, 1900.0, 2800.0, 4200.0, 6300.0, 9450.0],
             warmup_secs: 5.0,
             step_secs: 30.0,
+            window_growth: 0.0,
             producers: 4,
             producer_batch: 10,
             consumers: 16,

@@ -26,5 +26,6 @@ mod live;
 mod queen_target;
 mod scenario_parsing;
 mod shards;
+mod sweep;
 mod topology;
 mod trend;

@@ -28,6 +28,8 @@ pub const CAPACITY_SCHEMA_VERSION: u32 = 1;
 /// The `kind` of a capacity document (a results file has none), so neither is mistaken for the
 /// other.
 pub const CAPACITY_KIND: &str = "ackbench-capacity";
+/// The longest a lengthened window grows, as a multiple of `Plan::step_secs`.
+pub const MAX_WINDOW_FACTOR: f64 = 3.0;
 
 /// What makes a step sustained, and when the load generator warns about itself.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
@@ -88,6 +90,11 @@ pub struct Plan {
     pub warmup_secs: f64,
     /// The measured window of each step (s).
     pub step_secs: f64,
+    /// After each rejection close to the knee (a failing rate within one step factor of a
+    /// sustained one), later windows lengthen by this share of `step_secs`, up to
+    /// `MAX_WINDOW_FACTOR` × (0: fixed windows).
+    #[serde(default)]
+    pub window_growth: f64,
     pub producers: u32,
     pub producer_batch: u32,
     /// Consumers per group (in queue mode: in total).
@@ -206,6 +213,20 @@ pub struct Step {
     /// Client errors in the window.
     #[serde(deserialize_with = "nullable")]
     pub errors: f64,
+    /// CPU PostgreSQL's processes used over the window, in cores (NaN when not measured: an
+    /// external server, or an older document).
+    #[serde(default = "absent", deserialize_with = "nullable")]
+    pub pg_cpu_cores: f64,
+    /// Execution time of the database's top-level statements per second (`pg_stat_statements`,
+    /// ms/s).
+    #[serde(default = "absent", deserialize_with = "nullable")]
+    pub pg_exec_ms_per_sec: f64,
+    /// WAL syncs (`pg_stat_wal.wal_sync`) per second.
+    #[serde(default = "absent", deserialize_with = "nullable")]
+    pub wal_syncs_per_sec: f64,
+    /// WAL bytes per second.
+    #[serde(default = "absent", deserialize_with = "nullable")]
+    pub wal_bytes_per_sec: f64,
     pub sustained: bool,
     /// The conditions that failed (empty when sustained).
     #[serde(default)]

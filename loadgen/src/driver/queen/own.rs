@@ -61,7 +61,11 @@ impl OwnBroker {
                 0 => env.out_dir.join(format!("broker-{tag}.log")),
                 i => env.out_dir.join(format!("broker-{tag}-b{i}.log")),
             };
-            processes.push(BrokerProcess::start(bin, database_url, &settings, log).await?);
+            let process = BrokerProcess::start(bin, database_url, &settings, log).await?;
+            if let (Some(cpus), Some(pid)) = (&env.broker_cpus, process.pid()) {
+                crate::target::affinity::confine(pid, cpus, false)?;
+            }
+            processes.push(process);
         }
         Ok(processes)
     }
