@@ -67,6 +67,9 @@ pub struct Config {
     pub hotlist_reseed_ms: u64,
     /// `QUEEN_POP_PENDING_GATE`: a long-poll with no candidate parks without database work.
     pub pop_pending_gate: bool,
+    /// `QUEEN_PEER_NOTIFY`: brokers sharing the database tell each other, through PostgreSQL
+    /// `LISTEN/NOTIFY`, what made a partition poppable (`peers`).
+    pub peer_notify: bool,
     /// `QUEEN_POP_FUSION`: concurrent pops claim in one transaction.
     pub pop_fusion: bool,
     /// `QUEEN_POP_FUSION_SHARDS`: as `ack_fusion_shards`, for pop lanes of their own (joint
@@ -213,6 +216,7 @@ impl Config {
             hotlist: vars.flag("QUEEN_HOTLIST", true)?,
             hotlist_reseed_ms: vars.number("QUEEN_HOTLIST_RESEED_MS", 30_000, 100, 86_400_000)?,
             pop_pending_gate: vars.flag("QUEEN_POP_PENDING_GATE", true)?,
+            peer_notify: vars.flag("QUEEN_PEER_NOTIFY", true)?,
             pop_fusion: vars.flag("QUEEN_POP_FUSION", true)?,
             pop_fusion_shards: vars.number("QUEEN_POP_FUSION_SHARDS", 0, 0, 1024)?,
             pop_fusion_hold_ms: vars.number("QUEEN_POP_FUSION_HOLD_MS", 3, 1, 60_000)?,

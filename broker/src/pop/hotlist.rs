@@ -112,8 +112,9 @@ impl GroupHot {
         out
     }
 
-    /// Lists again the partitions whose lease has expired.
-    fn expire(&mut self, now: Instant) {
+    /// Lists again the partitions whose lease has expired; returns them.
+    fn expire(&mut self, now: Instant) -> Vec<Uuid> {
+        let mut expired = Vec::new();
         while let Some(Reverse((at, pid))) = self.expiries.peek().copied() {
             if at > now {
                 break;
@@ -122,8 +123,10 @@ impl GroupHot {
             if self.leased.get(&pid).is_some_and(|l| l.2 == at) {
                 self.leased.remove(&pid);
                 self.list(pid, now);
+                expired.push(pid);
             }
         }
+        expired
     }
 }
 
@@ -140,9 +143,13 @@ struct State {
     queue_of: HashMap<Uuid, QueueKey>,
 }
 
+/// Told of each lease expiry the hotlist observes: (partition, group).
+pub type ExpiryReport = Box<dyn Fn(Uuid, &str) + Send + Sync>;
+
 pub struct Hotlist {
     reseed_every: Duration,
     state: Mutex<State>,
+    on_expired: Option<ExpiryReport>,
 }
 
 impl Hotlist {
@@ -150,7 +157,15 @@ impl Hotlist {
         Hotlist {
             reseed_every,
             state: Mutex::new(State::default()),
+            on_expired: None,
         }
+    }
+
+    /// The same list, reporting every lease expiry it observes to `report` (called under the
+    /// list's lock: it must not call back into the hotlist).
+    pub fn reporting_expiries(mut self, report: ExpiryReport) -> Hotlist {
+        self.on_expired = Some(report);
+        self
     }
 
     /// Takes up to `n` candidates of `group` on `queue`. `stale_after` is how old the list may
@@ -159,7 +174,12 @@ impl Hotlist {
         let now = Instant::now();
         let mut s = self.state.lock().expect("hotlist lock");
         let g = group_entry(&mut s, queue, group);
-        g.expire(now);
+        let expired = g.expire(now);
+        if let Some(report) = &self.on_expired {
+            for pid in expired {
+                report(pid, group);
+            }
+        }
         let age = g.seeded_at.map(|t| now.duration_since(t));
         let due = age.is_none_or(|a| a >= self.reseed_every)
             || (g.ring.is_empty() && age.is_none_or(|a| a >= stale_after))
@@ -357,6 +377,17 @@ impl Hotlist {
         }
     }
 
+    /// Everything the other brokers said may have been missed: every group's next pop on
+    /// every queue reseeds its list.
+    pub fn invalidate_all(&self) {
+        let mut s = self.state.lock().expect("hotlist lock");
+        for q in s.queues.values_mut() {
+            for g in q.groups.values_mut() {
+                g.seeded_at = None;
+            }
+        }
+    }
+
     /// `queue` was deleted: everything held about it and its partitions goes.
     pub fn forget(&self, queue: &QueueKey) {
         let mut s = self.state.lock().expect("hotlist lock");
@@ -366,6 +397,12 @@ impl Hotlist {
             }
         }
         s.queue_of.retain(|_, k| k != queue);
+    }
+
+    /// The queue `pid` belongs to, when this broker has seen it pushed, seeded or claimed.
+    pub fn queue_of(&self, pid: Uuid) -> Option<QueueKey> {
+        let s = self.state.lock().expect("hotlist lock");
+        s.queue_of.get(&pid).cloned()
     }
 
     /// Candidates listed for `group` on `queue` (for tests and metrics).
