@@ -7,7 +7,7 @@ use ackbench::scenario::{
 };
 use std::path::PathBuf;
 
-const SHIPPED: [&str; 12] = [
+const SHIPPED: [&str; 13] = [
     "deep-partitions",
     "tiny-batches",
     "mixed-nacks",
@@ -20,6 +20,7 @@ const SHIPPED: [&str; 12] = [
     "faults",
     "faults-db",
     "multi-broker",
+    "multi-broker-faults",
 ];
 
 fn scenario_path(name: &str) -> PathBuf {
