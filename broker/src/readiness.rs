@@ -67,6 +67,24 @@ impl Readiness {
             .hotlist
             .as_ref()
             .and_then(|hot| hot.released(pid, group, completed, acked_end));
+        self.wake_released(pid, group, poppable)
+    }
+
+    /// Another broker released `group`'s lease on `pid`: as `released`, but with the hotlist
+    /// the partition is listed (and a pop woken) only when it surely has something to deliver
+    /// (`Hotlist::released_by_peer`), so a release through one broker does not send every
+    /// other broker's pops to claim a drained partition.
+    pub fn released_by_peer(&self, pid: Uuid, group: &str, completed: bool, end: Option<i64>) {
+        let poppable = self
+            .hotlist
+            .as_ref()
+            .and_then(|hot| hot.released_by_peer(pid, group, completed, end));
+        self.wake_released(pid, group, poppable);
+    }
+
+    /// Wakes a parked pop of `group` unless the hotlist said the release left nothing listed;
+    /// true when it did not.
+    fn wake_released(&self, pid: Uuid, group: &str, poppable: Option<bool>) -> bool {
         if poppable == Some(false) {
             return false;
         }

@@ -134,9 +134,7 @@ fn apply(app: &App, event: Event) {
             group,
             completed,
             end,
-        } => {
-            ready.released(pid, &group, completed, end);
-        }
+        } => ready.released_by_peer(pid, &group, completed, end),
         Event::QueueDeleted { tenant, queue } => crate::queues::forget_hints(app, tenant, &queue),
         Event::QueueChanged { tenant, queue } => {
             app.queue_metas.forget(tenant, &queue);

@@ -366,6 +366,37 @@ impl Hotlist {
         }
     }
 
+    /// Another broker released `group`'s lease on `pid` (`released`'s arguments, as it knew
+    /// them). A lease this broker recorded is released as if locally. Otherwise the partition
+    /// is listed only when it surely has something to deliver: the span redelivers (a nack or
+    /// an expiry), or more was written after the released span's end as this broker knows it.
+    /// A completed ack of a span whose end is not known lists nothing here: the broker that
+    /// leased the span knows, and lists it. `None` when the partition or group is unknown.
+    pub fn released_by_peer(
+        &self,
+        pid: Uuid,
+        group: &str,
+        completed: bool,
+        acked_end: Option<i64>,
+    ) -> Option<bool> {
+        let recorded = {
+            let mut s = self.state.lock().expect("hotlist lock");
+            let (_, g) = known_group(&mut s, pid, group)?;
+            g.leased.contains_key(&pid)
+        };
+        if recorded {
+            return self.released(pid, group, completed, acked_end);
+        }
+        let mut s = self.state.lock().expect("hotlist lock");
+        let (known, g) = known_group(&mut s, pid, group)?;
+        let more =
+            !completed || matches!((acked_end, known), (Some(end), Some(last)) if last > end);
+        if more {
+            g.list(pid, Instant::now());
+        }
+        Some(more)
+    }
+
     /// Something changed on `queue` that the broker cannot name partition by partition (a
     /// push through the transaction wire): every group's next pop reseeds its list.
     pub fn invalidate(&self, queue: &QueueKey) {
@@ -623,6 +654,35 @@ mod tests {
         assert!(!h.releasing(a, "g", 0));
         assert_eq!(h.released(a, "g", true, Some(0)), Some(false));
         assert_eq!(h.take(&key(), "g", 1, LONG), Take::Nothing);
+    }
+
+    #[test]
+    fn a_peers_release_lists_only_what_surely_has_more() {
+        let h = Hotlist::new(LONG);
+        let (a, b) = (Uuid::now_v7(), Uuid::now_v7());
+        h.seeded(&key(), "g", &[], None);
+        h.pushed(&key(), a, 9);
+        h.pushed(&key(), b, 9);
+        assert_eq!(h.take(&key(), "g", 2, LONG), Take::Candidates(vec![a, b]));
+        assert_eq!(
+            h.released_by_peer(a, "g", true, None),
+            Some(false),
+            "a completed span of unknown end: the broker that leased it lists it"
+        );
+        assert_eq!(h.released_by_peer(a, "g", true, Some(9)), Some(false));
+        assert_eq!(h.released_by_peer(a, "g", true, Some(4)), Some(true));
+        assert_eq!(
+            h.released_by_peer(b, "g", false, None),
+            Some(true),
+            "a nack or an expiry redelivers"
+        );
+        h.claimed(&key(), "g", a, (0, 4), 9, Some(Instant::now() + LONG));
+        assert_eq!(
+            h.released_by_peer(a, "g", true, None),
+            Some(true),
+            "a lease recorded here is released as if locally"
+        );
+        assert_eq!(h.released_by_peer(Uuid::now_v7(), "g", false, None), None);
     }
 
     #[test]
