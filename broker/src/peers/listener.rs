@@ -41,7 +41,7 @@ async fn listen_on_one_connection(app: &Arc<App>) -> Result<(), String> {
     let mut database = app.config.database.clone();
     database.application_name(LISTENER_NAME);
     let (client, connection) = database.connect(NoTls).await.map_err(|e| e.to_string())?;
-    let mut feeder = tokio::spawn(feed(app.clone(), connection));
+    let mut feeder = AbortOnDrop(tokio::spawn(feed(app.clone(), connection)));
     let alive = async {
         client
             .batch_execute(&format!("LISTEN {CHANNEL}"))
@@ -59,15 +59,24 @@ async fn listen_on_one_connection(app: &Arc<App>) -> Result<(), String> {
         }
     };
     let outcome = tokio::select! {
-        ended = &mut feeder => match ended {
+        ended = &mut feeder.0 => match ended {
             Ok(Ok(())) => Err("the listening connection closed".to_string()),
             Ok(Err(e)) => Err(e),
             Err(e) => Err(e.to_string()),
         },
         failed = alive => failed,
     };
-    feeder.abort();
     outcome
+}
+
+/// Ends the task it holds when dropped (also when the listener's own task is aborted at a
+/// broker's shutdown), so the listening connection never outlives its listener.
+struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 /// Drives the connection, applying each notification as it arrives.

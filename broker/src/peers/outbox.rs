@@ -129,6 +129,7 @@ async fn send_on_one_connection(
     let mut database = database.clone();
     database.application_name(SENDER_NAME);
     let (client, connection) = database.connect(NoTls).await.map_err(|e| e.to_string())?;
+    // Dropping the client (here, or when this task is aborted) ends the connection's future.
     let driver = tokio::spawn(connection);
     let outcome = async {
         // A notification is a hint: its commit need not wait for the WAL flush (NOTIFY gives

@@ -272,3 +272,47 @@ async fn a_listener_whose_connection_drops_reconnects_and_keeps_waking() {
 fn uuid_like(n: u8) -> String {
     format!("00000000-0000-4000-8000-0000000000{n:02x}")
 }
+
+#[tokio::test]
+async fn a_queue_deleted_through_one_broker_answers_the_long_poll_parked_on_another() {
+    let a = TestBroker::start().await;
+    let (b, b_http) = a.twin().await;
+    await_metric(&b_http, "queen_peer_listener_connects_total", 1.0).await;
+    a.http.push("doomed", &[("p", "only")]).await;
+    let r = pop_wildcard(&b_http, "doomed", "batch=1").await;
+    assert_eq!(txns(&r), ["only"]);
+    let http = b_http.clone();
+    let parked = tokio::spawn(async move {
+        let r = pop_wildcard(&http, "doomed", "batch=1&wait=true&timeout=5000").await;
+        (r, Instant::now())
+    });
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    let gone = a.http.delete("/api/v1/resources/queues/doomed").await;
+    assert!(gone.status.is_success(), "{}", gone.text);
+    let deleted = Instant::now();
+    let (r, arrived) = parked.await.unwrap();
+    assert_eq!(r.status, StatusCode::NO_CONTENT, "{}", r.text);
+    let waited = arrived.saturating_duration_since(deleted);
+    assert!(
+        waited < Duration::from_millis(300),
+        "answered when B heard of the deletion, not at its re-check: {waited:?}"
+    );
+    b.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_restarted_broker_rejoins_the_notifications() {
+    let a = TestBroker::start().await;
+    let (b, _) = a.twin().await;
+    b.shutdown().await;
+    let (b, b_http) = a.twin().await;
+    await_metric(&b_http, "queen_peer_listener_connects_total", 1.0).await;
+    assert_eq!(
+        pop_wildcard(&b_http, "rejoined", "batch=1").await.status,
+        StatusCode::NO_CONTENT
+    );
+    let (r, waited) = wake_across(&a.http, &b_http, "rejoined", "back").await;
+    assert_eq!(txns(&r), ["back"]);
+    assert!(waited < Duration::from_millis(300), "{waited:?}");
+    b.shutdown().await;
+}
