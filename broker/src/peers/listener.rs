@@ -17,7 +17,9 @@ use super::outbox::CHANNEL;
 use super::stats::PeerStats;
 use crate::app::App;
 
-/// The listening connection's `application_name` (as `pg_stat_activity` shows it).
+/// The listening connection's `application_name` (as `pg_stat_activity` shows it) when the
+/// database configuration names none (else it keeps the broker's, so that whatever finds the
+/// broker's sessions by name finds this one too).
 pub const LISTENER_NAME: &str = "ackbench-peer-listener";
 
 /// How long the listener waits before connecting again after a failure.
@@ -39,7 +41,9 @@ pub async fn listen_forever(app: Arc<App>) {
 /// One connection's life: `LISTEN`, reseed, then apply notifications while pings answer.
 async fn listen_on_one_connection(app: &Arc<App>) -> Result<(), String> {
     let mut database = app.config.database.clone();
-    database.application_name(LISTENER_NAME);
+    if database.get_application_name().is_none() {
+        database.application_name(LISTENER_NAME);
+    }
     let (client, connection) = database.connect(NoTls).await.map_err(|e| e.to_string())?;
     let mut feeder = AbortOnDrop(tokio::spawn(feed(app.clone(), connection)));
     let alive = async {

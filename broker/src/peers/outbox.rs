@@ -25,7 +25,9 @@ use super::stats::PeerStats;
 /// which holds one `queen` schema).
 pub const CHANNEL: &str = "queen_peer_ready";
 
-/// The sending connection's `application_name` (as `pg_stat_activity` shows it).
+/// The sending connection's `application_name` (as `pg_stat_activity` shows it) when the
+/// database configuration names none (else it keeps the broker's, so that whatever finds the
+/// broker's sessions by name finds this one too).
 pub const SENDER_NAME: &str = "ackbench-peer-sender";
 
 /// How long the sender collects events after the first of a batch before it sends them.
@@ -127,7 +129,9 @@ async fn send_on_one_connection(
     database: &tokio_postgres::Config,
 ) -> Result<(), String> {
     let mut database = database.clone();
-    database.application_name(SENDER_NAME);
+    if database.get_application_name().is_none() {
+        database.application_name(SENDER_NAME);
+    }
     let (client, connection) = database.connect(NoTls).await.map_err(|e| e.to_string())?;
     // Dropping the client (here, or when this task is aborted) ends the connection's future.
     let driver = tokio::spawn(connection);
