@@ -5,16 +5,19 @@
 //!
 //! It is a hint, never the authority: the claim re-checks every candidate under the consumer
 //! row lock, and a candidate that turns out empty or taken is simply dropped. What feeds it:
-//! - pushes through this broker list their partition for every group known on the queue;
+//! - pushes through this broker list their partition for every group known on the queue, and so
+//!   do pushes through the other brokers of the database when peer notifications tell of them
+//!   (`peers`), as do their releases and lease expiries when the partition surely has more;
 //! - a claim takes its candidates off the list (so concurrent pops of one broker never collide)
 //!   and remembers the lease; the ack that releases it, or the lease's expiry, lists the
 //!   partition again when more may follow;
 //! - a (re)seed from PostgreSQL (`log_pop_candidates_v3`) when a group is first seen,
 //!   every `QUEEN_HOTLIST_RESEED_MS`, and, while pops are parked with nothing listed, once per
 //!   long-poll re-check for the whole group (not once per parked pop). That is how pushes
-//!   through other brokers, renewed-then-expired leases, restarts, and partitions whose
-//!   `delayedProcessing` or `windowBuffer` has passed are picked up (a push lists its partition
-//!   at once; a claim that finds it held back drops it, and the seed leaves it out until then).
+//!   through other brokers (without peer notifications, or when one was lost), renewed-then-
+//!   expired leases, restarts, and partitions whose `delayedProcessing` or `windowBuffer` has
+//!   passed are picked up (a push lists its partition at once; a claim that finds it held back
+//!   drops it, and the seed leaves it out until then).
 //!
 //! Order: oldest waiting first. Each listed partition carries the instant its current stretch
 //! of pending messages began (its first listing since it was last found drained), and pops take
