@@ -365,6 +365,7 @@ mod tests {
         let c = with(&[]).unwrap();
         assert_eq!(c.listen.port(), 6632);
         assert!(c.ack_registry && c.ack_fusion && !c.tenancy_header);
+        assert!(c.peer_notify, "peer notifications are on by default");
         assert_eq!(c.ack_registry_mb, 64);
         assert_eq!(
             (c.ack_fusion_shards, c.pop_fusion_shards),
@@ -415,6 +416,7 @@ mod tests {
             ("PG_PORT", "70000"),
             ("QUEEN_LISTEN", "nowhere"),
             ("QUEEN_PUSH_FUSION", "2"),
+            ("QUEEN_PEER_NOTIFY", "sometimes"),
             ("QUEEN_PUSH_FUSION_SHARDS", "0"),
             ("QUEEN_PUSH_BUNDLE_MAX", "many"),
             ("QUEEN_PUSH_FUSION_MAX_INFLIGHT", "0"),
@@ -446,10 +448,12 @@ mod tests {
             ("QUEEN_ACK_REGISTRY", "0"),
             ("QUEEN_ACK_FUSION", "0"),
             ("QUEEN_PUSH_FUSION", "off"),
+            ("QUEEN_PEER_NOTIFY", "off"),
             ("QUEEN_LISTEN", "127.0.0.1:7000"),
         ])
         .unwrap();
-        assert!(!c.ack_registry && !c.ack_fusion && !c.push_fusion);
+        assert!(!c.ack_registry && !c.ack_fusion && !c.push_fusion && !c.peer_notify);
+        assert!(!with(&[("QUEEN_PEER_NOTIFY", "0")]).unwrap().peer_notify);
         assert_eq!(c.listen, "127.0.0.1:7000".parse().unwrap());
     }
 }
