@@ -62,15 +62,14 @@ async fn listen_on_one_connection(app: &Arc<App>) -> Result<(), String> {
             }
         }
     };
-    let outcome = tokio::select! {
+    tokio::select! {
         ended = &mut feeder.0 => match ended {
             Ok(Ok(())) => Err("the listening connection closed".to_string()),
             Ok(Err(e)) => Err(e),
             Err(e) => Err(e.to_string()),
         },
         failed = alive => failed,
-    };
-    outcome
+    }
 }
 
 /// Ends the task it holds when dropped (also when the listener's own task is aborted at a
