@@ -15,6 +15,9 @@ use crate::crypto::Sealer;
 use crate::demand::Demand;
 use crate::fusion;
 use crate::metrics::Metrics;
+use crate::peers::message::Event;
+use crate::peers::outbox::Outbox;
+use crate::peers::stats::PeerStats;
 use crate::pop::fusion::PopFusion;
 use crate::pop::hotlist::Hotlist;
 use crate::pop::stats::PopStats;
@@ -98,13 +101,15 @@ impl App {
             .map(|r| r.missing_every_lookup(config.test_registry_miss));
         let demand = Arc::new(Demand::default());
         let (fusion, pop_fusion) = fusion::start(&config, &pool, &demand);
-        let hotlist = config
-            .hotlist
-            .then(|| Hotlist::new(std::time::Duration::from_millis(config.hotlist_reseed_ms)));
+        let peer_stats = Arc::new(PeerStats::default());
+        let peers = config
+            .peer_notify
+            .then(|| Arc::new(Outbox::new(peer_stats.clone())));
+        let hotlist = config.hotlist.then(|| hotlist(&config, peers.as_ref()));
         App {
             registry,
             fusion,
-            ready: Readiness::new(hotlist),
+            ready: Readiness::new(hotlist, peers, peer_stats),
             pop_fusion,
             segments: SegmentCache::new(config.segment_cache_mb),
             partition_ids: PartitionIds::default(),
@@ -146,4 +151,21 @@ impl App {
             .await
             .map_err(|e| DbError::from_pool(context, e))
     }
+}
+
+/// The hotlist; with peer notifications, the lease expiries it observes are told to the other
+/// brokers (the partition is poppable again for them too).
+fn hotlist(config: &Config, peers: Option<&Arc<Outbox>>) -> Hotlist {
+    let hot = Hotlist::new(std::time::Duration::from_millis(config.hotlist_reseed_ms));
+    let Some(outbox) = peers.cloned() else {
+        return hot;
+    };
+    hot.reporting_expiries(Box::new(move |pid, group| {
+        outbox.publish(Event::Released {
+            pid,
+            group: group.to_string(),
+            completed: false,
+            end: None,
+        });
+    }))
 }

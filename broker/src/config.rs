@@ -75,6 +75,9 @@ pub struct Config {
     pub hotlist_reseed_ms: u64,
     /// `QUEEN_POP_PENDING_GATE`: a long-poll with no candidate parks without database work.
     pub pop_pending_gate: bool,
+    /// `QUEEN_PEER_NOTIFY`: brokers sharing the database tell each other, through PostgreSQL
+    /// `LISTEN/NOTIFY`, what made a partition poppable (`peers`).
+    pub peer_notify: bool,
     /// `QUEEN_POP_FUSION`: concurrent pops claim in one transaction.
     pub pop_fusion: bool,
     /// `QUEEN_POP_FUSION_SHARDS`: as `ack_fusion_shards`, for pop lanes of their own (joint
@@ -228,6 +231,7 @@ impl Config {
             hotlist: vars.flag("QUEEN_HOTLIST", true)?,
             hotlist_reseed_ms: vars.number("QUEEN_HOTLIST_RESEED_MS", 30_000, 100, 86_400_000)?,
             pop_pending_gate: vars.flag("QUEEN_POP_PENDING_GATE", true)?,
+            peer_notify: vars.flag("QUEEN_PEER_NOTIFY", true)?,
             pop_fusion: vars.flag("QUEEN_POP_FUSION", true)?,
             pop_fusion_shards: vars.number("QUEEN_POP_FUSION_SHARDS", 0, 0, 1024)?,
             pop_fusion_hold_ms: vars.number("QUEEN_POP_FUSION_HOLD_MS", 3, 1, 60_000)?,
@@ -376,6 +380,7 @@ mod tests {
         let c = with(&[]).unwrap();
         assert_eq!(c.listen.port(), 6632);
         assert!(c.ack_registry && c.ack_fusion && !c.tenancy_header);
+        assert!(c.peer_notify, "peer notifications are on by default");
         assert_eq!(c.ack_registry_mb, 64);
         assert_eq!(
             (c.ack_fusion_shards, c.pop_fusion_shards),
@@ -426,6 +431,7 @@ mod tests {
             ("PG_PORT", "70000"),
             ("QUEEN_LISTEN", "nowhere"),
             ("QUEEN_PUSH_FUSION", "2"),
+            ("QUEEN_PEER_NOTIFY", "sometimes"),
             ("QUEEN_PUSH_FUSION_SHARDS", "0"),
             ("QUEEN_PUSH_BUNDLE_MAX", "many"),
             ("QUEEN_PUSH_FUSION_MAX_INFLIGHT", "0"),
@@ -472,10 +478,12 @@ mod tests {
             ("QUEEN_ACK_REGISTRY", "0"),
             ("QUEEN_ACK_FUSION", "0"),
             ("QUEEN_PUSH_FUSION", "off"),
+            ("QUEEN_PEER_NOTIFY", "off"),
             ("QUEEN_LISTEN", "127.0.0.1:7000"),
         ])
         .unwrap();
-        assert!(!c.ack_registry && !c.ack_fusion && !c.push_fusion);
+        assert!(!c.ack_registry && !c.ack_fusion && !c.push_fusion && !c.peer_notify);
+        assert!(!with(&[("QUEEN_PEER_NOTIFY", "0")]).unwrap().peer_notify);
         assert_eq!(c.listen, "127.0.0.1:7000".parse().unwrap());
     }
 }

@@ -14,6 +14,7 @@
 //!   lives there), startup, `DbError` with the procedures' structured refusals, shared reads;
 //!   `segment_cache`: decoded segments;
 //! - `segment`: packing and unpacking the compressed frames of a segment;
+//! - `peers`: what the brokers of one database tell each other (`LISTEN/NOTIFY`);
 //! - `longpoll`: parked pops woken by pushes; `demand`: whether consumers wait for messages
 //!   (the lanes' linger reads it); `retention`: the background purge;
 //! - `config`, `metrics`, `app`: environment, counters, shared state.
@@ -29,6 +30,7 @@ pub mod http;
 pub mod lanes;
 pub mod longpoll;
 pub mod metrics;
+pub mod peers;
 pub mod pop;
 pub mod push;
 pub mod queue_meta;
@@ -78,11 +80,19 @@ impl Broker {
         let addr = listener.local_addr().map_err(|e| e.to_string())?;
         let app = App::start(config, pool, timeline);
         let (stop, stopped) = watch::channel(false);
-        let tasks = vec![
+        let mut tasks = vec![
             tokio::spawn(server::accept_loop(app.clone(), listener, stopped)),
             tokio::spawn(retention::run(app.clone())),
             tokio::spawn(accelerator_summaries(app.clone())),
         ];
+        if let Some(outbox) = &app.ready.peers {
+            let database = app.config.database.clone();
+            tasks.push(tokio::spawn(peers::outbox::send_forever(
+                outbox.clone(),
+                database,
+            )));
+            tasks.push(tokio::spawn(peers::listener::listen_forever(app.clone())));
+        }
         tracing::info!(%addr, pool = app.config.pool_size, "broker listening");
         Ok(Broker {
             addr,

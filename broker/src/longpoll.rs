@@ -9,8 +9,10 @@
 //! between its empty query and its wait is never missed. An ack that releases a lease wakes one
 //! waiter of its group too: the rest of that partition became poppable without any push (the
 //! partition's queue is learned from the pops that delivered it), and so do partitions a pop took
-//! as candidates and gave back unexamined. Pushes through another broker and lease expiries are
-//! picked up by the pop's periodic re-check. Deleting a queue closes the slots parked on it (and
+//! as candidates and gave back unexamined. Pushes and releases through another broker wake
+//! waiters here too when peer notifications are on (`peers`); without them, and for whatever
+//! a lost notification or an unobserved lease expiry leaves, the pop's periodic re-check finds
+//! them. Deleting a queue closes the slots parked on it (and
 //! on its named partitions) and wakes all their waiters, which answer empty at once; later pops
 //! park on fresh slots.
 
@@ -89,8 +91,9 @@ impl LongPoll {
     }
 
     /// An ack released the lease of `group` on `partition`: what follows its cursor may be
-    /// poppable now, so one waiter of that group on the partition's queue is woken.
-    pub fn released(&self, partition: Uuid, group: &str) {
+    /// poppable now, so one waiter of that group on the partition's queue is woken. False when
+    /// no pop here delivered from the partition (its queue is not known here).
+    pub fn released(&self, partition: Uuid, group: &str) -> bool {
         let Some((tenant, queue, name)) = self
             .queues
             .lock()
@@ -98,7 +101,7 @@ impl LongPoll {
             .get(&partition)
             .cloned()
         else {
-            return;
+            return false;
         };
         let map = self.slots.lock().expect("long-poll lock");
         for scope in [
@@ -112,6 +115,7 @@ impl LongPoll {
                 }
             }
         }
+        true
     }
 
     /// `n` partitions of `queue` were listed again for `group` without a push or a release (a
@@ -157,6 +161,15 @@ impl LongPoll {
         drop(map);
         let mut learned = self.queues.lock().expect("long-poll lock");
         learned.retain(|_, (t, q, _)| !(*t == tenant && q == queue));
+    }
+
+    /// Wakes every parked pop, on every scope, to look again (not closing anything): what
+    /// they wait for may have happened unnoticed.
+    pub fn wake_all(&self) {
+        let map = self.slots.lock().expect("long-poll lock");
+        for slot in map.values().flat_map(|groups| groups.values()) {
+            slot.notify.notify_waiters();
+        }
     }
 
     /// `messages` were pushed to `queue` of `tenant` (to `partition`, when one is named):

@@ -12,12 +12,15 @@ use std::sync::Mutex;
 use crate::ack::stats::{AckSnapshot, FusionSnapshot, RegistrySnapshot};
 use crate::config::Config;
 use crate::counters::counters;
+use crate::peers::stats::PeerCounts;
 use crate::pop::stats::PopSnapshot;
 
 /// Everything `/metrics` shows besides the broker's own counters.
 pub struct Sections<'a> {
     pub ack: AckSnapshot,
     pub pop: PopSnapshot,
+    /// The peer notifications' counters (zero when `QUEEN_PEER_NOTIFY` is off).
+    pub peers: PeerCounts,
     pub config: &'a Config,
 }
 
@@ -96,6 +99,7 @@ impl Metrics {
         }
         render_ack(&mut out, &sections.ack);
         render_pop(&mut out, &sections.pop);
+        sections.peers.render(&mut out);
         render_settings(&mut out, sections.config);
         render_cache(&mut out, &sections.pop);
         out
@@ -200,8 +204,9 @@ fn render_cache(out: &mut String, p: &PopSnapshot) {
 /// document records which engine each cell ran (the load generator keeps them as gauges).
 fn render_settings(out: &mut String, c: &Config) {
     let flag = |on: bool| u64::from(on);
-    let settings: [(&str, u64); 19] = [
+    let settings: [(&str, u64); 20] = [
         ("QUEEN_HOTLIST", flag(c.hotlist)),
+        ("QUEEN_PEER_NOTIFY", flag(c.peer_notify)),
         ("QUEEN_HOTLIST_RESEED_MS", c.hotlist_reseed_ms),
         ("QUEEN_POP_PENDING_GATE", flag(c.pop_pending_gate)),
         ("QUEEN_POP_FUSION", flag(c.pop_fusion)),
@@ -246,6 +251,7 @@ mod tests {
     use crate::ack::registry::RegistryCounters;
     use crate::counters::Counter;
     use crate::lanes::LaneCounters;
+    use crate::peers::stats::PeerStats;
     use crate::pop::fusion::PopFusionStats;
     use crate::pop::stats::PopStats;
 
@@ -258,6 +264,7 @@ mod tests {
             LaneCounters::CATALOGUE,
             PopStats::CATALOGUE,
             PopFusionStats::CATALOGUE,
+            PeerStats::CATALOGUE,
         ]
         .concat()
     }
@@ -280,6 +287,7 @@ mod tests {
                 fusion: Some(Default::default()),
                 ..PopSnapshot::default()
             },
+            peers: Default::default(),
             config: &config,
         };
         metrics.render(&sections)

@@ -8,6 +8,7 @@
 use uuid::Uuid;
 
 use crate::app::App;
+use crate::peers::message::Event;
 use crate::storage::procs::{self, queues::PartitionRow, queues::QueueListRow};
 use crate::storage::DbError;
 use ackbench_wire::{GroupCursor, PartitionDetail, QueueDetail, QueueSummary, QUEUE_MODE_GROUP};
@@ -55,14 +56,26 @@ pub async fn delete(app: &App, tenant: Uuid, name: &str) -> Result<bool, DbError
     Ok(true)
 }
 
-/// Clears what this broker holds about a deleted queue and wakes its long-polls.
+/// Clears what this broker holds about a deleted queue, wakes its long-polls and tells the
+/// other brokers.
 fn forget(app: &App, tenant: Uuid, name: &str, pids: &[Uuid]) {
+    app.segments.forget_partitions(pids);
+    forget_hints(app, tenant, name);
+    app.ready.publish(Event::QueueDeleted {
+        tenant,
+        queue: name.to_string(),
+    });
+}
+
+/// Clears the option hints, named partitions' ids and candidate lists of a deleted queue and
+/// answers its parked long-polls. (A broker told by a peer does this much; the deleted
+/// partitions' decoded segments age out of its cache, no pop asking for them again.)
+pub fn forget_hints(app: &App, tenant: Uuid, name: &str) {
     app.queue_metas.forget(tenant, name);
     app.partition_ids.forget_queue(tenant, name);
     if let Some(hot) = &app.ready.hotlist {
         hot.forget(&(tenant, name.to_string()));
     }
-    app.segments.forget_partitions(pids);
     app.ready.long_poll.queue_deleted(tenant, name);
 }
 

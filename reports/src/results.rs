@@ -195,6 +195,22 @@ pub struct BrokerFigures {
     pub cpu_secs: f64,
     #[serde(deserialize_with = "crate::stats::nullable")]
     pub cpu_us_per_request: f64,
+    /// Peer notifications over the window (`queen_peer_*_total`): payloads it sent, payloads
+    /// it received from the other brokers, their events it applied, and payloads it dropped as
+    /// malformed. NaN when the broker does not report them.
+    #[serde(default = "not_reported", deserialize_with = "crate::stats::nullable")]
+    pub peer_notifications_sent: f64,
+    #[serde(default = "not_reported", deserialize_with = "crate::stats::nullable")]
+    pub peer_notifications_received: f64,
+    #[serde(default = "not_reported", deserialize_with = "crate::stats::nullable")]
+    pub peer_events_applied: f64,
+    #[serde(default = "not_reported", deserialize_with = "crate::stats::nullable")]
+    pub peer_notifications_dropped: f64,
+}
+
+/// A figure a results document written before it existed does not carry.
+fn not_reported() -> f64 {
+    f64::NAN
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]

@@ -34,6 +34,7 @@ use uuid::Uuid;
 
 use crate::app::App;
 use crate::metrics::Metrics;
+use crate::peers::message::Event;
 use crate::storage::procs;
 use crate::storage::DbError;
 use ackbench_wire::AckResult;
@@ -224,10 +225,8 @@ pub async fn ack_items(
 }
 
 /// Wakes a parked pop of the group when its ack released a lease and the rest of the
-/// partition is poppable again without any push. With the hotlist, only when it lists the
-/// partition: not when nothing was written after the span (as far as this broker knows; a
-/// re-check finds pushes through other brokers), nor when a handed-off pop already claimed it
-/// (`acked_end`, the released span's end, tells that lease from a newer one).
+/// partition is poppable again without any push (`Readiness::released`; `acked_end`, the
+/// released span's end, tells that lease from a newer one), and tells the other brokers.
 pub(crate) fn wake_on_release(
     app: &App,
     group: &AckGroup,
@@ -237,22 +236,18 @@ pub(crate) fn wake_on_release(
     if !results.iter().any(|r| r.lease_released) {
         return;
     }
-    let poppable = app.ready.hotlist.as_ref().and_then(|hot| {
-        let completed = group
-            .items
-            .iter()
-            .all(|i| matches!(i.status, AckStatus::Completed));
-        hot.released(
-            group.partition_id,
-            &group.consumer_group,
+    let completed = group
+        .items
+        .iter()
+        .all(|i| matches!(i.status, AckStatus::Completed));
+    let (pid, name) = (group.partition_id, &group.consumer_group);
+    if app.ready.released(pid, name, completed, acked_end) {
+        app.ready.publish(Event::Released {
+            pid,
+            group: name.clone(),
             completed,
-            acked_end,
-        )
-    });
-    if poppable != Some(false) {
-        app.ready
-            .long_poll
-            .released(group.partition_id, &group.consumer_group);
+            end: acked_end,
+        });
     }
 }
 

@@ -5,16 +5,19 @@
 //!
 //! It is a hint, never the authority: the claim re-checks every candidate under the consumer
 //! row lock, and a candidate that turns out empty or taken is simply dropped. What feeds it:
-//! - pushes through this broker list their partition for every group known on the queue;
+//! - pushes through this broker list their partition for every group known on the queue, and so
+//!   do pushes through the other brokers of the database when peer notifications tell of them
+//!   (`peers`), as do their releases and lease expiries when the partition surely has more;
 //! - a claim takes its candidates off the list (so concurrent pops of one broker never collide)
 //!   and remembers the lease; the ack that releases it, or the lease's expiry, lists the
 //!   partition again when more may follow;
 //! - a (re)seed from PostgreSQL (`log_pop_candidates_v3`) when a group is first seen,
 //!   every `QUEEN_HOTLIST_RESEED_MS`, and, while pops are parked with nothing listed, once per
 //!   long-poll re-check for the whole group (not once per parked pop). That is how pushes
-//!   through other brokers, renewed-then-expired leases, restarts, and partitions whose
-//!   `delayedProcessing` or `windowBuffer` has passed are picked up (a push lists its partition
-//!   at once; a claim that finds it held back drops it, and the seed leaves it out until then).
+//!   through other brokers (without peer notifications, or when one was lost), renewed-then-
+//!   expired leases, restarts, and partitions whose `delayedProcessing` or `windowBuffer` has
+//!   passed are picked up (a push lists its partition at once; a claim that finds it held back
+//!   drops it, and the seed leaves it out until then).
 //!
 //! Order: oldest waiting first. Each listed partition carries the instant its current stretch
 //! of pending messages began (its first listing since it was last found drained), and pops take
@@ -112,8 +115,9 @@ impl GroupHot {
         out
     }
 
-    /// Lists again the partitions whose lease has expired.
-    fn expire(&mut self, now: Instant) {
+    /// Lists again the partitions whose lease has expired; returns them.
+    fn expire(&mut self, now: Instant) -> Vec<Uuid> {
+        let mut expired = Vec::new();
         while let Some(Reverse((at, pid))) = self.expiries.peek().copied() {
             if at > now {
                 break;
@@ -122,8 +126,10 @@ impl GroupHot {
             if self.leased.get(&pid).is_some_and(|l| l.2 == at) {
                 self.leased.remove(&pid);
                 self.list(pid, now);
+                expired.push(pid);
             }
         }
+        expired
     }
 }
 
@@ -140,9 +146,13 @@ struct State {
     queue_of: HashMap<Uuid, QueueKey>,
 }
 
+/// Told of each lease expiry the hotlist observes: (partition, group).
+pub type ExpiryReport = Box<dyn Fn(Uuid, &str) + Send + Sync>;
+
 pub struct Hotlist {
     reseed_every: Duration,
     state: Mutex<State>,
+    on_expired: Option<ExpiryReport>,
 }
 
 impl Hotlist {
@@ -150,7 +160,15 @@ impl Hotlist {
         Hotlist {
             reseed_every,
             state: Mutex::new(State::default()),
+            on_expired: None,
         }
+    }
+
+    /// The same list, reporting every lease expiry it observes to `report` (called under the
+    /// list's lock: it must not call back into the hotlist).
+    pub fn reporting_expiries(mut self, report: ExpiryReport) -> Hotlist {
+        self.on_expired = Some(report);
+        self
     }
 
     /// Takes up to `n` candidates of `group` on `queue`. `stale_after` is how old the list may
@@ -159,7 +177,12 @@ impl Hotlist {
         let now = Instant::now();
         let mut s = self.state.lock().expect("hotlist lock");
         let g = group_entry(&mut s, queue, group);
-        g.expire(now);
+        let expired = g.expire(now);
+        if let Some(report) = &self.on_expired {
+            for pid in expired {
+                report(pid, group);
+            }
+        }
         let age = g.seeded_at.map(|t| now.duration_since(t));
         let due = age.is_none_or(|a| a >= self.reseed_every)
             || (g.ring.is_empty() && age.is_none_or(|a| a >= stale_after))
@@ -346,11 +369,53 @@ impl Hotlist {
         }
     }
 
+    /// Another broker released `group`'s lease on `pid` (`released`'s arguments, as it knew
+    /// them). A lease this broker recorded is released as if locally. Otherwise the partition
+    /// is listed only when it surely has something to deliver: the span redelivers (a nack or
+    /// an expiry), or more was written after the released span's end as this broker knows it.
+    /// A completed ack of a span whose end is not known lists nothing here: the broker that
+    /// leased the span knows, and lists it. `None` when the partition or group is unknown.
+    pub fn released_by_peer(
+        &self,
+        pid: Uuid,
+        group: &str,
+        completed: bool,
+        acked_end: Option<i64>,
+    ) -> Option<bool> {
+        let recorded = {
+            let mut s = self.state.lock().expect("hotlist lock");
+            let (_, g) = known_group(&mut s, pid, group)?;
+            g.leased.contains_key(&pid)
+        };
+        if recorded {
+            return self.released(pid, group, completed, acked_end);
+        }
+        let mut s = self.state.lock().expect("hotlist lock");
+        let (known, g) = known_group(&mut s, pid, group)?;
+        let more =
+            !completed || matches!((acked_end, known), (Some(end), Some(last)) if last > end);
+        if more {
+            g.list(pid, Instant::now());
+        }
+        Some(more)
+    }
+
     /// Something changed on `queue` that the broker cannot name partition by partition (a
     /// push through the transaction wire): every group's next pop reseeds its list.
     pub fn invalidate(&self, queue: &QueueKey) {
         let mut s = self.state.lock().expect("hotlist lock");
         if let Some(q) = s.queues.get_mut(queue) {
+            for g in q.groups.values_mut() {
+                g.seeded_at = None;
+            }
+        }
+    }
+
+    /// Everything the other brokers said may have been missed: every group's next pop on
+    /// every queue reseeds its list.
+    pub fn invalidate_all(&self) {
+        let mut s = self.state.lock().expect("hotlist lock");
+        for q in s.queues.values_mut() {
             for g in q.groups.values_mut() {
                 g.seeded_at = None;
             }
@@ -366,6 +431,12 @@ impl Hotlist {
             }
         }
         s.queue_of.retain(|_, k| k != queue);
+    }
+
+    /// The queue `pid` belongs to, when this broker has seen it pushed, seeded or claimed.
+    pub fn queue_of(&self, pid: Uuid) -> Option<QueueKey> {
+        let s = self.state.lock().expect("hotlist lock");
+        s.queue_of.get(&pid).cloned()
     }
 
     /// Candidates listed for `group` on `queue` (for tests and metrics).
@@ -586,6 +657,35 @@ mod tests {
         assert!(!h.releasing(a, "g", 0));
         assert_eq!(h.released(a, "g", true, Some(0)), Some(false));
         assert_eq!(h.take(&key(), "g", 1, LONG), Take::Nothing);
+    }
+
+    #[test]
+    fn a_peers_release_lists_only_what_surely_has_more() {
+        let h = Hotlist::new(LONG);
+        let (a, b) = (Uuid::now_v7(), Uuid::now_v7());
+        h.seeded(&key(), "g", &[], None);
+        h.pushed(&key(), a, 9);
+        h.pushed(&key(), b, 9);
+        assert_eq!(h.take(&key(), "g", 2, LONG), Take::Candidates(vec![a, b]));
+        assert_eq!(
+            h.released_by_peer(a, "g", true, None),
+            Some(false),
+            "a completed span of unknown end: the broker that leased it lists it"
+        );
+        assert_eq!(h.released_by_peer(a, "g", true, Some(9)), Some(false));
+        assert_eq!(h.released_by_peer(a, "g", true, Some(4)), Some(true));
+        assert_eq!(
+            h.released_by_peer(b, "g", false, None),
+            Some(true),
+            "a nack or an expiry redelivers"
+        );
+        h.claimed(&key(), "g", a, (0, 4), 9, Some(Instant::now() + LONG));
+        assert_eq!(
+            h.released_by_peer(a, "g", true, None),
+            Some(true),
+            "a lease recorded here is released as if locally"
+        );
+        assert_eq!(h.released_by_peer(Uuid::now_v7(), "g", false, None), None);
     }
 
     #[test]

@@ -3,7 +3,8 @@
 //!
 //! It lists the partition in the pop hotlist, keeps the segment decoded in the segment cache
 //! (write-through: a pop of these frames then needs no blob from PostgreSQL), and only then
-//! wakes the long-polls parked on the queue, so a woken pop finds the partition listed.
+//! wakes the long-polls parked on the queue, so a woken pop finds the partition listed; last,
+//! it tells the other brokers (`peers`), whose own hotlists and long-polls take it the same way.
 //! Everything a consumer may need is in `WrittenSegment`, borrowed for the duration of the call
 //! (copy what you keep).
 
@@ -12,6 +13,7 @@ use std::time::SystemTime;
 
 use uuid::Uuid;
 
+use crate::peers::message::Event;
 use crate::readiness::Readiness;
 use crate::segment::FrameRef;
 use crate::segment_cache::{DecodedSegment, SegmentCache};
@@ -57,4 +59,12 @@ pub fn on_pushed(ready: &Readiness, segments: &SegmentCache, segment: &WrittenSe
         Some(segment.partition),
         segment.frames.len(),
     );
+    ready.publish(Event::Pushed {
+        tenant: segment.tenant,
+        queue: segment.queue.to_string(),
+        partition: segment.partition.to_string(),
+        pid: segment.partition_id,
+        end: segment.end_offset,
+        messages: u32::try_from(segment.frames.len()).unwrap_or(u32::MAX),
+    });
 }

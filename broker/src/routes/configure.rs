@@ -79,6 +79,11 @@ pub async fn handle(app: &App, req: &Request) -> Result<Answer, ApiError> {
         encrypted: row.options.encryption_enabled,
     };
     app.queue_metas.set(req.tenant, queue, meta);
+    app.ready
+        .publish(crate::peers::message::Event::QueueChanged {
+            tenant: req.tenant,
+            queue: queue.to_string(),
+        });
     let answer = ConfigureResponse {
         configured: true,
         queue_id: row.id.to_string(),

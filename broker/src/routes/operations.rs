@@ -43,6 +43,7 @@ pub fn metrics(app: &App) -> Answer {
             app.pop_fusion.as_ref(),
             &app.segments,
         ),
+        peers: app.ready.peer_stats.counts(),
         config: &app.config,
     };
     let text = app.metrics.render(&sections);

@@ -138,6 +138,11 @@ pub async fn handle(app: &App, req: &Request) -> Result<Answer, ApiError> {
         app.ready
             .long_poll
             .pushed(req.tenant, &g.queue, Some(&g.partition), g.members.len());
+        app.ready
+            .publish(crate::peers::message::Event::QueueChanged {
+                tenant: req.tenant,
+                queue: g.queue.clone(),
+            });
     }
     if let Some(registry) = &app.registry {
         for g in acks.iter().map(|plan| &plan.group) {

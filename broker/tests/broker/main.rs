@@ -18,6 +18,7 @@ mod lease_dlq;
 mod lifecycle;
 mod max_size;
 mod outage;
+mod peer_notify;
 mod pop_claim;
 mod pop_engine;
 mod pop_options;

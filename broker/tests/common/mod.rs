@@ -81,8 +81,15 @@ impl TestBroker {
     /// A second broker on this one's database (the engine settings of the environment), with
     /// its client.
     pub async fn twin(&self) -> (Broker, Http) {
+        self.twin_with(|_| {}).await
+    }
+
+    /// A second broker on this one's database, its configuration tweaked after the
+    /// environment's engine settings.
+    pub async fn twin_with(&self, tweak: impl FnOnce(&mut Config)) -> (Broker, Http) {
         let mut config = Config::for_database(self.db_url.parse().unwrap());
         engine_from_env(&mut config);
+        tweak(&mut config);
         let broker = Broker::start(config).await.expect("second broker starts");
         let http = Http::new(broker.url());
         (broker, http)

@@ -158,8 +158,14 @@ impl Injector<'_> {
         let length = Duration::from_millis(fault.length_ms);
         let quiet = |r: Result<(), String>| r.map(|()| String::new());
         match fault.kind {
-            FaultKind::KillBroker => quiet(kill_and_restart(self.broker()?, length).await),
-            FaultKind::PauseBroker => quiet(stop_and_continue(self.broker()?, length).await),
+            FaultKind::KillBroker => {
+                kill_and_restart(self.broker()?, length).await?;
+                Ok(self.which_broker())
+            }
+            FaultKind::PauseBroker => {
+                stop_and_continue(self.broker()?, length).await?;
+                Ok(self.which_broker())
+            }
             FaultKind::PauseConsumers => {
                 self.ctx.pause_consumers(true);
                 tokio::time::sleep(length).await;
@@ -269,6 +275,16 @@ impl Injector<'_> {
                 ));
             }
             tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
+    /// With several brokers in the cell, which one a broker fault struck (the first; the
+    /// others kept serving); nothing to say with one.
+    fn which_broker(&self) -> String {
+        let n = self.target.processes.len();
+        match self.target.process() {
+            Some(p) if n > 1 => format!("broker 1 of {n} ({}); the others kept serving", p.url),
+            _ => String::new(),
         }
     }
 

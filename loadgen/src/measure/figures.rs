@@ -122,7 +122,16 @@ pub fn per_broker(b: &BrokerWindow<'_>) -> BrokerFigures {
         fusion_rows_per_commit: broker_metrics::fusion_rows_per_commit(d),
         cpu_secs: b.cpu_secs,
         cpu_us_per_request: ratio(b.cpu_secs * 1e6, requests),
+        peer_notifications_sent: reported(d, "queen_peer_notifications_sent_total"),
+        peer_notifications_received: reported(d, "queen_peer_notifications_received_total"),
+        peer_events_applied: reported(d, "queen_peer_events_applied_total"),
+        peer_notifications_dropped: reported(d, "queen_peer_notifications_dropped_total"),
     }
+}
+
+/// A series' delta, NaN when the broker does not expose it (not 0: it did not count it).
+fn reported(d: &Scrape, series: &str) -> f64 {
+    d.get(series).copied().unwrap_or(f64::NAN)
 }
 
 type Latencies = BTreeMap<String, Percentiles<f64>>;
@@ -259,6 +268,34 @@ mod tests {
         assert_eq!(f.fusion_rows_per_commit, 3.0);
         assert_eq!(f.requests, 400.0);
         assert_eq!(f.cpu_us_per_request, 500.0);
+        assert!(
+            f.peer_notifications_sent.is_nan(),
+            "not exposed: not reported"
+        );
+    }
+
+    #[test]
+    fn one_broker_of_several_carries_its_peer_notifications() {
+        let d = broker_metrics::parse(
+            "queen_peer_notifications_sent_total 40
+queen_peer_notifications_received_total 75
+             queen_peer_events_applied_total 160
+queen_peer_notifications_dropped_total 0
+",
+        )
+        .series;
+        let f = per_broker(&BrokerWindow {
+            url: "http://127.0.0.1:1",
+            broker: &d,
+            cpu_secs: 0.2,
+        });
+        let peers = (
+            f.peer_notifications_sent,
+            f.peer_notifications_received,
+            f.peer_events_applied,
+            f.peer_notifications_dropped,
+        );
+        assert_eq!(peers, (40.0, 75.0, 160.0, 0.0));
     }
 
     #[test]

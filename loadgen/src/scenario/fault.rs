@@ -2,7 +2,8 @@
 //! window's start), as written (`FaultFile`) and once validated (`Fault`).
 //!
 //! Kinds from the client's and broker's side: `kill_broker` (SIGKILL the cell's broker, restart
-//! it after `restart_after_ms`), `pause_broker` (SIGSTOP, SIGCONT after `duration_ms`) and
+//! it after `restart_after_ms`), `pause_broker` (SIGSTOP, SIGCONT after `duration_ms`); in a
+//! cell of several brokers both strike the first one while the others keep serving; and
 //! `pause_consumers` (consumers hold what they popped without acking for `duration_ms`). From
 //! the database's side: `restart_postgres` (immediate-mode restart of the throwaway cluster),
 //! `failover_postgres` (SIGKILL the primary, promote its standby: needs `[postgres]

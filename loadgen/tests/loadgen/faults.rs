@@ -107,3 +107,76 @@ fn broker_faults_are_refused_against_an_external_broker() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Three brokers round robin, the first killed at 3 s and restarted 500 ms later.
+const THREE_BROKERS: &str = r#"
+name = "e2e-multi-faults"
+[queue]
+name = "e2e-multi-faults"
+partitions = 6
+[queue.options]
+lease_time = 1
+dedup_window_seconds = 0
+[producers]
+count = 2
+batch = 5
+mode = "open"
+rate = 200
+[consumers]
+count = 6
+pop_batch = 5
+long_poll = true
+long_poll_timeout_ms = 500
+lease_seconds = 1
+[run]
+warmup_secs = 1
+duration_secs = 7
+drain_timeout_secs = 20
+rounds = 1
+cells = ["registry+fusion"]
+seed = 35
+[broker]
+pool_size = 4
+instances = 3
+routing = "round_robin"
+[[faults]]
+kind = "kill_broker"
+at_secs = 3
+restart_after_ms = 500
+"#;
+
+#[test]
+fn a_broker_killed_among_three_round_robin_loses_nothing_while_the_others_serve() {
+    let _real_run = one_real_run_at_a_time();
+    let dir = temp_dir("faults", "three-brokers");
+    let out_dir = dir.join("out");
+    let Outcome {
+        code,
+        stdout,
+        stderr,
+    } = ackbench(
+        &dir,
+        "run",
+        THREE_BROKERS,
+        &[OsStr::new("--out"), out_dir.as_os_str()],
+    );
+    let results = written_results(&out_dir, &stderr);
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    let round = &results.cells[0].rounds[0];
+    let a = &round.audit;
+    assert_eq!((a.lost, a.undrained), (0, 0), "{a:?}");
+    assert!(a.drained && a.pushed > 0, "{a:?}");
+    assert_eq!(a.acked + a.dead_lettered + a.dropped, a.pushed, "{a:?}");
+    assert_eq!(round.faults.len(), 1, "{:?}", round.faults);
+    let kill = &round.faults[0];
+    assert_eq!(kill.kind, "kill_broker");
+    assert!(
+        kill.note.starts_with("broker 1 of 3 ") && kill.note.contains("the others kept serving"),
+        "{kill:?}"
+    );
+    assert_eq!(round.brokers.len(), 3);
+    for b in &round.brokers[1..] {
+        assert!(b.requests > 10.0, "{} kept serving: {}", b.url, b.requests);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -7,7 +7,7 @@ use ackbench::scenario::{
 };
 use std::path::PathBuf;
 
-const SHIPPED: [&str; 13] = [
+const SHIPPED: [&str; 14] = [
     "deep-partitions",
     "tiny-batches",
     "mixed-nacks",
@@ -21,6 +21,7 @@ const SHIPPED: [&str; 13] = [
     "faults-db",
     "multi-broker",
     "endurance",
+    "multi-broker-faults",
 ];
 
 fn scenario_path(name: &str) -> PathBuf {

@@ -249,6 +249,17 @@ fn three_brokers_round_robin_serve_every_request_and_miss_the_registry_sticky_hi
         rate(sticky)
     );
     assert!(rr.rounds[0].brokers.iter().all(|b| b.acks_hash > 0.0));
+    for b in &rr.rounds[0].brokers {
+        // Peer notifications (on by default): every broker tells the others and hears them.
+        assert!(
+            b.peer_notifications_sent > 0.0 && b.peer_events_applied > 0.0,
+            "{}: sent {} applied {}",
+            b.url,
+            b.peer_notifications_sent,
+            b.peer_events_applied
+        );
+        assert_eq!(b.peer_notifications_dropped, 0.0, "{}", b.url);
+    }
     let model = ackbench_reports::model::build(&results);
     let table = model.runs[0].topology.as_ref().expect("the topology table");
     let rows: Vec<(&str, &str)> = table
@@ -272,5 +283,10 @@ fn three_brokers_round_robin_serve_every_request_and_miss_the_registry_sticky_hi
         .unwrap();
     assert!(hit.ratio.is_some_and(|r| r.median > 1.5), "{hit:?}");
     assert_eq!(sticky_row.brokers.len(), 3);
+    assert!(
+        table.rows[0].peers_text.starts_with("sent "),
+        "{}",
+        table.rows[0].peers_text
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }

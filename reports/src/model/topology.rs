@@ -53,6 +53,8 @@ pub struct TopologyRow {
     pub brokers: Vec<BrokerShare>,
     /// The shares in a few words: `34% · 33% · 33% of 12 000 requests`.
     pub brokers_text: String,
+    /// Each broker's peer notifications over every round (`peers_text`).
+    pub peers_text: String,
 }
 
 /// One broker of a cell, over every round.
@@ -64,6 +66,11 @@ pub struct BrokerShare {
     pub share: f64,
     /// Its registry's hits / (hits + misses); NaN without registry traffic.
     pub registry_hit_rate: f64,
+    /// Peer notifications it sent, events of its peers' it applied, notifications it dropped
+    /// (NaN when it reported none of them in any round).
+    pub peer_sent: f64,
+    pub peer_applied: f64,
+    pub peer_dropped: f64,
 }
 
 /// The table, when some cell of the run carries a topology (`[broker] instances`, `routing`
@@ -121,6 +128,7 @@ fn row(c: &CellResults, base: &CellResults, figures: &[&'static FigureDef]) -> T
             .map(|d| figure_cell(d, c, compared))
             .collect(),
         brokers_text: shares_text(&brokers),
+        peers_text: peers_text(&brokers),
         brokers,
     }
 }
@@ -132,11 +140,22 @@ pub fn broker_shares(c: &CellResults) -> Vec<BrokerShare> {
         .map(|i| {
             let each = c.rounds.iter().filter_map(|r| r.brokers.get(i));
             let (mut requests, mut hits, mut misses, mut url) = (0.0, 0.0, 0.0, String::new());
+            let mut peers = [f64::NAN; 3];
             for b in each {
                 requests += finite(b.requests);
                 hits += finite(b.registry_hits);
                 misses += finite(b.registry_misses);
                 url.clone_from(&b.url);
+                let reported = [
+                    b.peer_notifications_sent,
+                    b.peer_events_applied,
+                    b.peer_notifications_dropped,
+                ];
+                for (sum, v) in peers.iter_mut().zip(reported) {
+                    if v.is_finite() {
+                        *sum = finite(*sum) + v;
+                    }
+                }
             }
             BrokerShare {
                 url,
@@ -147,6 +166,9 @@ pub fn broker_shares(c: &CellResults) -> Vec<BrokerShare> {
                 } else {
                     f64::NAN
                 },
+                peer_sent: peers[0],
+                peer_applied: peers[1],
+                peer_dropped: peers[2],
             }
         })
         .collect();
@@ -167,6 +189,33 @@ fn finite(v: f64) -> f64 {
     } else {
         0.0
     }
+}
+
+/// `sent 1 200 · applied 2 400 · dropped 0` per broker, joined by ` | `; `—` with one broker
+/// or when no broker reported peer notifications.
+fn peers_text(shares: &[BrokerShare]) -> String {
+    if shares.iter().all(|s| s.peer_sent.is_nan()) {
+        return "—".into();
+    }
+    let count = |v: f64| {
+        if v.is_finite() {
+            group_thousands(v)
+        } else {
+            "—".into()
+        }
+    };
+    shares
+        .iter()
+        .map(|s| {
+            format!(
+                "sent {} · applied {} · dropped {}",
+                count(s.peer_sent),
+                count(s.peer_applied),
+                count(s.peer_dropped)
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(" | ")
 }
 
 /// `34% · 33% · 33% of 12 000 requests`, or `—` with one broker.

@@ -197,6 +197,7 @@ fn topology(run: &RunModel) -> Markup {
                         }
                         th class="l" { "requests per broker" }
                         th class="l" { "registry hit rate per broker" }
+                        th class="l" { "peer notifications per broker" }
                     } }
                     tbody { @for r in &t.rows {
                         tr data-cell=(r.cell) data-topology=(r.topology) {
@@ -208,6 +209,7 @@ fn topology(run: &RunModel) -> Markup {
                             td class="l wrap" {
                                 (r.brokers.iter().map(|b| format_value(b.registry_hit_rate, Format::Percent)).collect::<Vec<_>>().join(" · "))
                             }
+                            td class="l wrap" { (r.peers_text) }
                         }
                     } }
                 } }

@@ -1,0 +1,167 @@
+//! The sending half of peer notifications: events are collected here from the push, ack and
+//! pop paths (after their commits, never inside a data transaction), coalesced (one event per
+//! pushed partition per tick), and sent by one task on a dedicated connection as one
+//! autocommitted `SELECT pg_notify(channel, payload)` over the tick's payloads, each payload a
+//! batch of events. `NOTIFY` serialises committing transactions that notified on a global lock,
+//! so batching a tick's events into one statement keeps that lock off the data path and its
+//! cost per event small; the connection commits without waiting for the WAL flush
+//! (`synchronous_commit = off`: a notification lost in a crash only delays).
+//!
+//! Losing events only delays: the receiving brokers' reseed (`QUEEN_HOTLIST_RESEED_MS`) and
+//! their long-polls' re-checks find the partitions in PostgreSQL anyway.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::Notify;
+use tokio_postgres::NoTls;
+use uuid::Uuid;
+
+use super::message::{pack, Event};
+use super::stats::PeerStats;
+
+/// The channel every broker of one database listens on (NOTIFY is scoped to the database,
+/// which holds one `queen` schema).
+pub const CHANNEL: &str = "queen_peer_ready";
+
+/// The sending connection's `application_name` (as `pg_stat_activity` shows it) when the
+/// database configuration names none (else it keeps the broker's, so that whatever finds the
+/// broker's sessions by name finds this one too).
+pub const SENDER_NAME: &str = "ackbench-peer-sender";
+
+/// How long the sender collects events after the first of a batch before it sends them.
+pub const TICK: Duration = Duration::from_millis(2);
+
+/// One statement, one commit, for every payload of a batch.
+const NOTIFY_ALL: &str = "SELECT pg_notify($1, payload) FROM unnest($2::text[]) AS payload";
+
+/// Events held while the sender cannot send; past this, new events are counted lost.
+const MAX_WAITING: usize = 100_000;
+
+/// How long the sender waits before connecting again after a failure.
+const RECONNECT_AFTER: Duration = Duration::from_secs(1);
+
+#[derive(Default)]
+struct Waiting {
+    events: Vec<Event>,
+    /// Index in `events` of the pending `Pushed` of each partition (coalesced).
+    pushed_at: HashMap<Uuid, usize>,
+}
+
+/// Events waiting for the sender.
+pub struct Outbox {
+    /// This broker's instance id, carried by every notification it sends.
+    pub instance: Uuid,
+    waiting: Mutex<Waiting>,
+    arrived: Notify,
+    pub stats: Arc<PeerStats>,
+}
+
+impl Outbox {
+    pub fn new(stats: Arc<PeerStats>) -> Outbox {
+        Outbox {
+            instance: Uuid::now_v7(),
+            waiting: Mutex::new(Waiting::default()),
+            arrived: Notify::new(),
+            stats,
+        }
+    }
+
+    /// Queues `event` for the next batch; a push to a partition already waiting is folded into
+    /// its event (the highest end, the messages added).
+    pub fn publish(&self, event: Event) {
+        let mut w = self.waiting.lock().expect("outbox lock");
+        if let Event::Pushed {
+            pid, end, messages, ..
+        } = &event
+        {
+            if let Some(&i) = w.pushed_at.get(pid) {
+                if let Event::Pushed {
+                    end: e,
+                    messages: m,
+                    ..
+                } = &mut w.events[i]
+                {
+                    *e = (*e).max(*end);
+                    *m = m.saturating_add(*messages);
+                    return;
+                }
+            }
+        }
+        if w.events.len() >= MAX_WAITING {
+            PeerStats::add(&self.stats.events_lost, 1);
+            return;
+        }
+        if let Event::Pushed { pid, .. } = &event {
+            let i = w.events.len();
+            w.pushed_at.insert(*pid, i);
+        }
+        let first = w.events.is_empty();
+        w.events.push(event);
+        drop(w);
+        if first {
+            self.arrived.notify_one();
+        }
+    }
+
+    /// Takes every waiting event.
+    fn take(&self) -> Vec<Event> {
+        let mut w = self.waiting.lock().expect("outbox lock");
+        w.pushed_at.clear();
+        std::mem::take(&mut w.events)
+    }
+}
+
+/// Sends the outbox's batches until the broker stops, connecting again after any failure.
+pub async fn send_forever(outbox: Arc<Outbox>, database: tokio_postgres::Config) {
+    loop {
+        if let Err(e) = send_on_one_connection(&outbox, &database).await {
+            tracing::warn!(target: "peers", error = %e, "peer notifications: sending connection failed; connecting again");
+        }
+        tokio::time::sleep(RECONNECT_AFTER).await;
+    }
+}
+
+/// One connection's life: waits for a first event, lets the tick's others join it, sends.
+async fn send_on_one_connection(
+    outbox: &Outbox,
+    database: &tokio_postgres::Config,
+) -> Result<(), String> {
+    let mut database = database.clone();
+    if database.get_application_name().is_none() {
+        database.application_name(SENDER_NAME);
+    }
+    let (client, connection) = database.connect(NoTls).await.map_err(|e| e.to_string())?;
+    // Dropping the client (here, or when this task is aborted) ends the connection's future.
+    let driver = tokio::spawn(connection);
+    let outcome = async {
+        // A notification is a hint: its commit need not wait for the WAL flush (NOTIFY gives
+        // the transaction an id, so each would otherwise cost a flush).
+        client
+            .batch_execute("SET synchronous_commit = off")
+            .await
+            .map_err(|e| e.to_string())?;
+        loop {
+            outbox.arrived.notified().await;
+            tokio::time::sleep(TICK).await;
+            let events = outbox.take();
+            if events.is_empty() {
+                continue;
+            }
+            let (payloads, oversized) = pack(outbox.instance, &events);
+            PeerStats::add(&outbox.stats.events_lost, oversized as u64);
+            let carried: usize = payloads.iter().map(|(_, n)| n).sum();
+            let texts: Vec<&str> = payloads.iter().map(|(p, _)| p.as_str()).collect();
+            if let Err(e) = client.execute(NOTIFY_ALL, &[&CHANNEL, &texts]).await {
+                PeerStats::add(&outbox.stats.events_lost, carried as u64);
+                return Err(e.to_string());
+            }
+            PeerStats::add(&outbox.stats.notifications_sent, payloads.len() as u64);
+            PeerStats::add(&outbox.stats.events_sent, carried as u64);
+        }
+    }
+    .await;
+    driver.abort();
+    outcome
+}

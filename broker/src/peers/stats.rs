@@ -1,0 +1,27 @@
+//! The peer notifications' counters: what this broker sent its peers, what it received from
+//! them, applied, and dropped. A leaf; `metrics.rs` renders them.
+
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+use crate::counters::counters;
+
+counters! {
+    /// The peer notifications' counters.
+    PeerStats,
+    /// The peer notifications' counters at one instant.
+    PeerCounts {
+        notifications_sent: "queen_peer_notifications_sent_total", "NOTIFY payloads sent to the other brokers (each a batch of events).";
+        events_sent: "queen_peer_events_sent_total", "Events those payloads carried.";
+        events_lost: "queen_peer_events_lost_total", "Events that could not be sent (no connection, or too many waiting); only delays, the reseed finds them.";
+        notifications_received: "queen_peer_notifications_received_total", "Notifications received from other brokers (this broker's own excluded).";
+        events_applied: "queen_peer_events_applied_total", "Events from other brokers fed into the hotlist, the pending gate and the parked long-polls.";
+        notifications_dropped: "queen_peer_notifications_dropped_total", "Notifications refused (malformed, unknown kind or version); nothing of them is applied.";
+        listener_connects: "queen_peer_listener_connects_total", "Times the listening connection was (re)established, each followed by a reseed.";
+    }
+}
+
+impl PeerStats {
+    pub fn add(counter: &AtomicU64, n: u64) {
+        counter.fetch_add(n, Relaxed);
+    }
+}

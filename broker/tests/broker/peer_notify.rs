@@ -1,0 +1,318 @@
+//! Peer notifications (`QUEEN_PEER_NOTIFY`): two real brokers on one database. A push or a
+//! release through one wakes a long-poll parked on the other at once; switched off, only the
+//! long-poll's re-check (and the hotlist's reseed) finds it. A notification from outside the
+//! deployment is dropped and counted when malformed, and when well formed can only wake: the
+//! pop still goes through PostgreSQL. A listener whose connection drops reconnects.
+
+use std::time::{Duration, Instant};
+
+use crate::common::{metric, txns, Http, Reply, TestBroker};
+use hyper::StatusCode;
+use serde_json::{json, Value};
+
+const CHANNEL: &str = ackbench_broker::peers::outbox::CHANNEL;
+
+async fn pop_wildcard(http: &Http, queue: &str, query: &str) -> Reply {
+    http.get(&format!("/api/v1/pop/queue/{queue}?{query}"))
+        .await
+}
+
+/// Waits (up to 10 s) until `name` on `http` reaches `at_least`.
+async fn await_metric(http: &Http, name: &str, at_least: f64) -> f64 {
+    let until = Instant::now() + Duration::from_secs(10);
+    loop {
+        let v = metric(http, name).await;
+        if v >= at_least || Instant::now() > until {
+            return v;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Parks a wildcard long-poll on `consumer`, pushes one message through `producer` 150 ms later
+/// into a partition of its own (well before the long-poll's own re-check, 500 ms after it parked), and returns what the
+/// long-poll got and how long after the push's answer it got it.
+async fn wake_across(
+    producer: &Http,
+    consumer: &Http,
+    queue: &str,
+    txn: &str,
+) -> (Reply, Duration) {
+    let http = consumer.clone();
+    let q = queue.to_string();
+    let parked = tokio::spawn(async move {
+        let r = pop_wildcard(&http, &q, "batch=1&wait=true&timeout=5000").await;
+        (r, Instant::now())
+    });
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    producer.push(queue, &[(txn, txn)]).await;
+    let pushed = Instant::now();
+    let (r, arrived) = parked.await.unwrap();
+    (r, arrived.saturating_duration_since(pushed))
+}
+
+/// Acks every message of a pop answer as completed, in one request.
+async fn ack_all(http: &Http, reply: &Reply) {
+    let items: Vec<Value> = reply.json["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            json!({"transactionId": m["transactionId"], "partitionId": m["partitionId"],
+                   "leaseId": m["leaseId"], "status": "completed",
+                   "consumerGroup": m["consumerGroup"]})
+        })
+        .collect();
+    let r = http
+        .post("/api/v1/ack/batch", json!({ "acknowledgments": items }))
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "ack failed: {}", r.text);
+}
+
+#[tokio::test]
+async fn a_push_on_one_broker_wakes_a_long_poll_parked_on_another_within_50_ms() {
+    let a = TestBroker::start().await;
+    let (b, b_http) = a.twin().await;
+    await_metric(&b_http, "queen_peer_listener_connects_total", 1.0).await;
+    assert_eq!(
+        pop_wildcard(&b_http, "peers", "batch=1").await.status,
+        StatusCode::NO_CONTENT
+    );
+    // A first round warms both brokers' connections up.
+    let (r, _) = wake_across(&a.http, &b_http, "peers", "warm").await;
+    assert_eq!(txns(&r), ["warm"]);
+    let mut waits = Vec::new();
+    for round in 0..5 {
+        let txn = format!("m-{round}");
+        let (r, waited) = wake_across(&a.http, &b_http, "peers", &txn).await;
+        assert_eq!(txns(&r), [txn.as_str()]);
+        assert!(
+            waited < Duration::from_millis(300),
+            "round {round}: woken by the notification, not the 500 ms re-check: {waited:?}"
+        );
+        waits.push(waited);
+    }
+    waits.sort();
+    eprintln!("wake-ups across brokers: {waits:?}");
+    assert!(
+        waits[2] < Duration::from_millis(50),
+        "the median wake-up across brokers is within 50 ms: {waits:?}"
+    );
+    assert!(metric(&a.http, "queen_peer_notifications_sent_total").await >= 6.0);
+    assert!(metric(&b_http, "queen_peer_events_applied_total").await >= 6.0);
+    assert_eq!(
+        metric(&b_http, "queen_peer_notifications_dropped_total").await,
+        0.0
+    );
+    b.shutdown().await;
+}
+
+#[tokio::test]
+async fn with_peer_notify_off_the_same_pop_waits_for_the_re_check() {
+    let quiet = |c: &mut ackbench_broker::Config| {
+        c.peer_notify = false;
+        c.hotlist_reseed_ms = 300;
+    };
+    let a = TestBroker::start_with(quiet).await;
+    let (b, b_http) = a.twin_with(quiet).await;
+    assert_eq!(
+        pop_wildcard(&b_http, "quiet", "batch=1").await.status,
+        StatusCode::NO_CONTENT
+    );
+    for round in 0..2 {
+        let txn = format!("q-{round}");
+        let (r, waited) = wake_across(&a.http, &b_http, "quiet", &txn).await;
+        assert_eq!(txns(&r), [txn.as_str()]);
+        // Parked 150 ms before the push, the long-poll looks again 500 ms after parking
+        // (reseeding its list, stale past the 300 ms reseed period): about 350 ms after the push.
+        assert!(
+            waited >= Duration::from_millis(200),
+            "round {round}: nothing woke it before the re-check: {waited:?}"
+        );
+        assert!(waited < Duration::from_secs(3), "round {round}: {waited:?}");
+    }
+    assert_eq!(
+        metric(&a.http, "queen_peer_notifications_sent_total").await,
+        0.0
+    );
+    assert_eq!(
+        metric(&b_http, "queen_peer_notifications_received_total").await,
+        0.0
+    );
+    b.shutdown().await;
+}
+
+#[tokio::test]
+async fn an_ack_through_one_broker_wakes_a_pop_parked_on_the_lease_holder() {
+    let a = TestBroker::start().await;
+    let (b, b_http) = a.twin().await;
+    await_metric(&b_http, "queen_peer_listener_connects_total", 1.0).await;
+    a.http
+        .push("held", &[("p", "first"), ("p", "second")])
+        .await;
+    let first = pop_wildcard(&b_http, "held", "batch=1").await;
+    assert_eq!(txns(&first), ["first"]);
+    // B leased the partition: a second pop of the group parks, nothing being listed.
+    let http = b_http.clone();
+    let parked = tokio::spawn(async move {
+        let r = pop_wildcard(&http, "held", "batch=1&wait=true&timeout=5000").await;
+        (r, Instant::now())
+    });
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    ack_all(&a.http, &first).await;
+    let acked = Instant::now();
+    let (r, arrived) = parked.await.unwrap();
+    assert_eq!(txns(&r), ["second"]);
+    let waited = arrived.saturating_duration_since(acked);
+    assert!(
+        waited < Duration::from_millis(300),
+        "woken by the release A told B of, not the re-check: {waited:?}"
+    );
+    b.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_notification_from_outside_can_neither_poison_nor_grant() {
+    let a = TestBroker::start().await;
+    await_metric(&a.http, "queen_peer_listener_connects_total", 1.0).await;
+    a.http.push("guarded", &[("p", "real")]).await;
+    let r = pop_wildcard(&a.http, "guarded", "batch=1").await;
+    assert_eq!(txns(&r), ["real"]);
+    ack_all(&a.http, &r).await;
+    let applied = metric(&a.http, "queen_peer_events_applied_total").await;
+    let woken = metric(&a.http, "queen_long_poll_woken_total").await;
+    let sql = a.sql().await;
+    let stranger = uuid_like(7);
+    let tenant = ackbench_wire::DEFAULT_TENANT;
+    let garbage = [
+        "garbage".to_string(),
+        "{\"v\":1}".to_string(),
+        format!("{{\"v\":2,\"from\":\"{stranger}\",\"events\":[{{\"kind\":\"queue_deleted\",\"tenant\":\"{tenant}\",\"queue\":\"guarded\"}}]}}"),
+        format!("{{\"v\":1,\"from\":\"{stranger}\",\"events\":[{{\"kind\":\"grant\",\"pid\":\"{stranger}\"}}]}}"),
+    ];
+    for payload in &garbage {
+        sql.execute("SELECT pg_notify($1, $2)", &[&CHANNEL, payload])
+            .await
+            .unwrap();
+    }
+    let dropped = await_metric(&a.http, "queen_peer_notifications_dropped_total", 4.0).await;
+    assert_eq!(dropped, 4.0, "every malformed notification is counted");
+    assert_eq!(
+        metric(&a.http, "queen_peer_events_applied_total").await,
+        applied
+    );
+    assert_eq!(metric(&a.http, "queen_long_poll_woken_total").await, woken);
+    assert_eq!(
+        pop_wildcard(&a.http, "guarded", "batch=1").await.status,
+        StatusCode::NO_CONTENT,
+        "nothing changed"
+    );
+    // A well-formed but forged push of the acked partition (and of one that does not exist)
+    // wakes, and the pop it wakes finds nothing in PostgreSQL.
+    let pid = r.json["messages"][0]["partitionId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let http = a.http.clone();
+    let parked = tokio::spawn(async move {
+        pop_wildcard(&http, "guarded", "batch=1&wait=true&timeout=1500").await
+    });
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    let forged = format!(
+        "{{\"v\":1,\"from\":\"{stranger}\",\"events\":[\
+         {{\"kind\":\"pushed\",\"tenant\":\"{tenant}\",\"queue\":\"guarded\",\"partition\":\"p\",\"pid\":\"{pid}\",\"end\":99,\"messages\":5}},\
+         {{\"kind\":\"pushed\",\"tenant\":\"{tenant}\",\"queue\":\"guarded\",\"partition\":\"x\",\"pid\":\"{}\",\"end\":9,\"messages\":1}}]}}",
+        uuid_like(8)
+    );
+    sql.execute("SELECT pg_notify($1, $2)", &[&CHANNEL, &forged])
+        .await
+        .unwrap();
+    let r = parked.await.unwrap();
+    assert_eq!(
+        r.status,
+        StatusCode::NO_CONTENT,
+        "granted nothing: {}",
+        r.text
+    );
+    assert_eq!(
+        metric(&a.http, "queen_peer_events_applied_total").await,
+        applied + 2.0
+    );
+    assert!(metric(&a.http, "queen_long_poll_woken_total").await > woken);
+}
+
+#[tokio::test]
+async fn a_listener_whose_connection_drops_reconnects_and_keeps_waking() {
+    let a = TestBroker::start().await;
+    let (b, b_http) = a.twin().await;
+    await_metric(&b_http, "queen_peer_listener_connects_total", 1.0).await;
+    assert_eq!(
+        pop_wildcard(&b_http, "dropped", "batch=1").await.status,
+        StatusCode::NO_CONTENT
+    );
+    let sql = a.sql().await;
+    let killed = sql
+        .query(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+             WHERE datname = current_database() AND application_name = $1",
+            &[&ackbench_broker::peers::listener::LISTENER_NAME],
+        )
+        .await
+        .unwrap();
+    assert_eq!(killed.len(), 2, "both brokers' listeners");
+    let connects = await_metric(&b_http, "queen_peer_listener_connects_total", 2.0).await;
+    assert_eq!(connects, 2.0, "reconnected once");
+    let (r, waited) = wake_across(&a.http, &b_http, "dropped", "after").await;
+    assert_eq!(txns(&r), ["after"]);
+    assert!(waited < Duration::from_millis(300), "{waited:?}");
+    b.shutdown().await;
+}
+
+/// A fixed, valid UUID text (not a broker's).
+fn uuid_like(n: u8) -> String {
+    format!("00000000-0000-4000-8000-0000000000{n:02x}")
+}
+
+#[tokio::test]
+async fn a_queue_deleted_through_one_broker_answers_the_long_poll_parked_on_another() {
+    let a = TestBroker::start().await;
+    let (b, b_http) = a.twin().await;
+    await_metric(&b_http, "queen_peer_listener_connects_total", 1.0).await;
+    a.http.push("doomed", &[("p", "only")]).await;
+    let r = pop_wildcard(&b_http, "doomed", "batch=1").await;
+    assert_eq!(txns(&r), ["only"]);
+    let http = b_http.clone();
+    let parked = tokio::spawn(async move {
+        let r = pop_wildcard(&http, "doomed", "batch=1&wait=true&timeout=5000").await;
+        (r, Instant::now())
+    });
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    let gone = a.http.delete("/api/v1/resources/queues/doomed").await;
+    assert!(gone.status.is_success(), "{}", gone.text);
+    let deleted = Instant::now();
+    let (r, arrived) = parked.await.unwrap();
+    assert_eq!(r.status, StatusCode::NO_CONTENT, "{}", r.text);
+    let waited = arrived.saturating_duration_since(deleted);
+    assert!(
+        waited < Duration::from_millis(300),
+        "answered when B heard of the deletion, not at its re-check: {waited:?}"
+    );
+    b.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_restarted_broker_rejoins_the_notifications() {
+    let a = TestBroker::start().await;
+    let (b, _) = a.twin().await;
+    b.shutdown().await;
+    let (b, b_http) = a.twin().await;
+    await_metric(&b_http, "queen_peer_listener_connects_total", 1.0).await;
+    assert_eq!(
+        pop_wildcard(&b_http, "rejoined", "batch=1").await.status,
+        StatusCode::NO_CONTENT
+    );
+    let (r, waited) = wake_across(&a.http, &b_http, "rejoined", "back").await;
+    assert_eq!(txns(&r), ["back"]);
+    assert!(waited < Duration::from_millis(300), "{waited:?}");
+    b.shutdown().await;
+}
