@@ -115,6 +115,9 @@ pub fn receive(app: &App, payload: &str) {
     if Some(envelope.from) == own {
         return;
     }
+    if let Some(outbox) = &app.ready.peers {
+        outbox.heard_peer();
+    }
     PeerStats::add(&stats.notifications_received, 1);
     let n = envelope.events.len() as u64;
     for event in envelope.events {
@@ -155,5 +158,6 @@ fn apply(app: &App, event: Event) {
             }
             ready.long_poll.pushed(tenant, &queue, None, 1);
         }
+        Event::Present => {}
     }
 }

@@ -40,6 +40,9 @@ pub enum Event {
     /// The queue changed in a way not named partition by partition (configured, or written
     /// through the transaction wire): candidate lists are reseeded.
     QueueChanged { tenant: Uuid, queue: String },
+    /// The sender is here and listening (a heartbeat): a broker sends events only while it has
+    /// heard another broker recently, so a broker alone adds no `NOTIFY` commits.
+    Present,
 }
 
 /// One notification: who sent it and what it carries.

@@ -7,12 +7,17 @@
 //! cost per event small; the connection commits without waiting for the WAL flush
 //! (`synchronous_commit = off`: a notification lost in a crash only delays).
 //!
+//! Events are sent only while another broker was heard from within `PEER_TTL`: every broker
+//! says it is here once per `HEARTBEAT` (and at once to a broker it had not heard lately), so a
+//! broker alone costs its database one small commit a second, not one per tick of traffic.
+//!
 //! Losing events only delays: the receiving brokers' reseed (`QUEEN_HOTLIST_RESEED_MS`) and
 //! their long-polls' re-checks find the partitions in PostgreSQL anyway.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
 use tokio_postgres::NoTls;
@@ -36,6 +41,12 @@ pub const TICK: Duration = Duration::from_millis(2);
 /// One statement, one commit, for every payload of a batch.
 const NOTIFY_ALL: &str = "SELECT pg_notify($1, payload) FROM unnest($2::text[]) AS payload";
 
+/// How often a broker says it is here (`Event::Present`), whatever else it sends.
+pub const HEARTBEAT: Duration = Duration::from_secs(1);
+
+/// How long after the last word from another broker events are still sent.
+pub const PEER_TTL: Duration = Duration::from_secs(3);
+
 /// Events held while the sender cannot send; past this, new events are counted lost.
 const MAX_WAITING: usize = 100_000;
 
@@ -56,6 +67,12 @@ pub struct Outbox {
     waiting: Mutex<Waiting>,
     arrived: Notify,
     pub stats: Arc<PeerStats>,
+    /// When another broker was last heard from, in ms since `born` (0: never).
+    peer_heard_ms: AtomicU64,
+    born: Instant,
+    /// Set when a broker not heard from lately speaks: the sender answers with a heartbeat at
+    /// once, so that two brokers find each other without waiting a heartbeat period.
+    greet: Notify,
 }
 
 impl Outbox {
@@ -65,12 +82,36 @@ impl Outbox {
             waiting: Mutex::new(Waiting::default()),
             arrived: Notify::new(),
             stats,
+            peer_heard_ms: AtomicU64::new(0),
+            born: Instant::now(),
+            greet: Notify::new(),
         }
+    }
+
+    /// Another broker spoke (the listener calls this for every notification not this broker's).
+    pub fn heard_peer(&self) {
+        let was_present = self.peers_present();
+        let now = self.born.elapsed().as_millis() as u64 + 1;
+        self.peer_heard_ms.store(now, Ordering::Relaxed);
+        if !was_present {
+            self.greet.notify_one();
+        }
+    }
+
+    /// Whether another broker was heard from within `PEER_TTL`.
+    pub fn peers_present(&self) -> bool {
+        let heard = self.peer_heard_ms.load(Ordering::Relaxed);
+        heard > 0
+            && self.born.elapsed().as_millis() as u64 + 1 - heard <= PEER_TTL.as_millis() as u64
     }
 
     /// Queues `event` for the next batch; a push to a partition already waiting is folded into
     /// its event (the highest end, the messages added).
     pub fn publish(&self, event: Event) {
+        if !self.peers_present() {
+            PeerStats::add(&self.stats.events_alone, 1);
+            return;
+        }
         let mut w = self.waiting.lock().expect("outbox lock");
         if let Event::Pushed {
             pid, end, messages, ..
@@ -142,10 +183,16 @@ async fn send_on_one_connection(
             .batch_execute("SET synchronous_commit = off")
             .await
             .map_err(|e| e.to_string())?;
+        let mut heartbeat = tokio::time::interval(HEARTBEAT);
         loop {
-            outbox.arrived.notified().await;
-            tokio::time::sleep(TICK).await;
-            let events = outbox.take();
+            let events = tokio::select! {
+                _ = outbox.arrived.notified() => {
+                    tokio::time::sleep(TICK).await;
+                    outbox.take()
+                }
+                _ = heartbeat.tick() => vec![Event::Present],
+                _ = outbox.greet.notified() => vec![Event::Present],
+            };
             if events.is_empty() {
                 continue;
             }

@@ -13,6 +13,7 @@ counters! {
         notifications_sent: "queen_peer_notifications_sent_total", "NOTIFY payloads sent to the other brokers (each a batch of events).";
         events_sent: "queen_peer_events_sent_total", "Events those payloads carried.";
         events_lost: "queen_peer_events_lost_total", "Events that could not be sent (no connection, or too many waiting); only delays, the reseed finds them.";
+        events_alone: "queen_peer_events_alone_total", "Events not sent because no other broker was heard from lately (a broker alone sends only its heartbeat).";
         notifications_received: "queen_peer_notifications_received_total", "Notifications received from other brokers (this broker's own excluded).";
         events_applied: "queen_peer_events_applied_total", "Events from other brokers fed into the hotlist, the pending gate and the parked long-polls.";
         notifications_dropped: "queen_peer_notifications_dropped_total", "Notifications refused (malformed, unknown kind or version); nothing of them is applied.";

@@ -316,3 +316,27 @@ async fn a_restarted_broker_rejoins_the_notifications() {
     assert!(waited < Duration::from_millis(300), "{waited:?}");
     b.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_broker_alone_sends_its_heartbeat_and_no_events() {
+    let a = TestBroker::start().await;
+    let http = a.http.clone();
+    await_metric(&http, "queen_peer_listener_connects_total", 1.0).await;
+    for i in 0..20 {
+        let t = format!("alone-{i}");
+        http.push("alone", &[(t.as_str(), t.as_str())]).await;
+    }
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(metric(&http, "queen_peer_events_alone_total").await >= 20.0);
+    let sent = metric(&http, "queen_peer_events_sent_total").await;
+    assert!(
+        sent <= 3.0,
+        "only heartbeats, about one a second ({sent} events sent)"
+    );
+    // A second broker joins: the first hears it and sends its events again.
+    let (_b, b_http) = a.twin().await;
+    await_metric(&b_http, "queen_peer_notifications_received_total", 1.0).await;
+    let before = metric(&http, "queen_peer_events_alone_total").await;
+    http.push("alone", &[("joined", "joined")]).await;
+    assert_eq!(metric(&http, "queen_peer_events_alone_total").await, before);
+}

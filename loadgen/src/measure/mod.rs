@@ -6,5 +6,5 @@ pub mod broker_metrics;
 pub mod figures;
 pub mod latency;
 pub mod pg_counters;
-pub mod vacuum;
 pub mod process_tree;
+pub mod vacuum;
