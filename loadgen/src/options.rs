@@ -58,7 +58,7 @@ pub struct RunOptions {
     /// pgmq, pgq).
     #[arg(long)]
     pub cells: Option<String>,
-    /// Peer queues to run beside the broker cells, comma-separated: pgmq, pgq; `none` for none
+    /// Peer queues to run beside the broker cells, comma-separated: pgmq, pgq, procrastinate; `none` for none
     /// (default: the scenario's `run.peers`).
     #[arg(long)]
     pub peers: Option<String>,
@@ -140,7 +140,7 @@ pub struct CapacityOptions {
     /// pgmq, pgq).
     #[arg(long)]
     pub cells: Option<String>,
-    /// Peer queues to step beside the broker cells, comma-separated: pgmq, pgq; `none` for none
+    /// Peer queues to step beside the broker cells, comma-separated: pgmq, pgq, procrastinate; `none` for none
     /// (default: the scenario's `run.peers`).
     #[arg(long)]
     pub peers: Option<String>,

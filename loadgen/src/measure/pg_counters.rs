@@ -35,11 +35,18 @@ pub const ACK_PROCEDURES: &[&str] = &[
     "pgmq.set_vt",
     "pgq.finish_batch",
     "pgq.event_retry",
+    "procrastinate_finish_job_v1",
+    "procrastinate_retry_job_v2",
 ];
 
 /// Schemas whose procedures are folded by name: the broker's (named without the schema) and the
-/// peers' (named with it).
-const PROCEDURE_SCHEMAS: [(&str, bool); 3] = [("queen.", false), ("pgmq.", true), ("pgq.", true)];
+/// peers' (named with it; procrastinate's live in `public`, named by their prefix).
+const PROCEDURE_SCHEMAS: [(&str, bool); 4] = [
+    ("queen.", false),
+    ("pgmq.", true),
+    ("pgq.", true),
+    ("procrastinate_", true),
+];
 
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct StatementCounters {
@@ -250,6 +257,7 @@ fn ack_procedures_pattern() -> String {
         .iter()
         .map(|p| match p.split_once('.') {
             Some((schema, name)) => format!("{schema}\\.{name}"),
+            None if p.starts_with("procrastinate_") => p.to_string(),
             None => format!("queen\\.{p}"),
         })
         .collect();
@@ -278,6 +286,10 @@ mod tests {
         assert_eq!(
             procedure_of("SELECT pgq.finish_batch($1)"),
             "pgq.finish_batch"
+        );
+        assert_eq!(
+            procedure_of("SELECT procrastinate_finish_job_v1($1, 'succeeded', false)"),
+            "procrastinate_finish_job_v1"
         );
         assert_eq!(
             ack_procedures_pattern(),

@@ -70,6 +70,7 @@ impl PeerSystem {
             consumer: consumer_names(cr)[0].clone(),
             visibility_secs: cr.scenario.lease_seconds() as i32,
             retry_budget: cr.scenario.queue.options.retry_limit as i32 + 1,
+            worker_id: None,
         }
     }
 }

@@ -33,6 +33,7 @@ fn driver(peer: &'static dyn Peer) -> PeerQueue {
         consumer: "c".into(),
         visibility_secs: 30,
         retry_budget: 2,
+        worker_id: None,
     }
 }
 
@@ -45,6 +46,7 @@ async fn produce(d: &PeerQueue, c: &Client, n: usize) -> Vec<String> {
         .map(|(t, p)| Produced {
             transaction_id: t,
             payload_json: p,
+            partition: "p0",
         })
         .collect();
     d.produce(c, &batch).await.expect("produced");
@@ -157,6 +159,86 @@ async fn pgq_hands_out_ticked_batches_and_retries_what_asks() {
     assert_eq!(d.backlog(&db.client).await.unwrap(), 0);
 }
 
+#[tokio::test]
+async fn procrastinate_hands_out_one_job_per_lock_in_order_and_retries_then_fails() {
+    let db = fresh("peer_procrastinate").await;
+    if let Err(missing) = procrastinate::Procrastinate.check_parts(&db.client).await {
+        panic!("this machine lacks procrastinate ({missing}); .ci/run installs it");
+    }
+    let mut d = driver(&procrastinate::Procrastinate);
+    let setup = Setup {
+        queue: &d.queue,
+        consumers: std::slice::from_ref(&d.consumer),
+        batch: 4,
+    };
+    procrastinate::Procrastinate
+        .install(&db.url, &db.client, &setup)
+        .await
+        .expect("procrastinate installs from its package's schema.sql");
+    procrastinate::Procrastinate
+        .open_consumer(&db.client, &mut d)
+        .await
+        .expect("a worker registers");
+    assert!(d.worker_id.is_some());
+    // t-0..t-2 share the lock `p0` (see `produce`): one at a time, in order.
+    let ids = produce(&d, &db.client, 3).await;
+    let got = d.consume(&db.client, 4).await.unwrap();
+    assert_eq!(got.deliveries.len(), 1, "one `doing` job per lock");
+    assert_eq!(got.deliveries[0].transaction_id, ids[0]);
+    assert_eq!(got.deliveries[0].partition.as_deref(), Some("p0"));
+    assert_eq!(got.deliveries[0].payload_json, r#"{"i": 0}"#);
+    assert_eq!(got.deliveries[0].attempt, 1);
+    assert!(
+        d.consume(&db.client, 4)
+            .await
+            .unwrap()
+            .deliveries
+            .is_empty(),
+        "the lock is held while t-0 is `doing`"
+    );
+    let done = d.answer(&db.client, &got, &[Answer::Failed]).await.unwrap();
+    assert_eq!(
+        done.redelivering,
+        vec!["t-0"],
+        "a failure within the budget retries"
+    );
+    // The retried job keeps its place at the head of its lock.
+    let again = d.consume(&db.client, 4).await.unwrap();
+    assert_eq!(again.deliveries[0].transaction_id, "t-0");
+    assert_eq!(again.deliveries[0].attempt, 2);
+    let done = d
+        .answer(&db.client, &again, &[Answer::Failed])
+        .await
+        .unwrap();
+    assert_eq!(
+        done.dead_lettered,
+        vec!["t-0"],
+        "the budget of 2 is spent: `failed`"
+    );
+    for want in ["t-1", "t-2"] {
+        let got = d.consume(&db.client, 4).await.unwrap();
+        assert_eq!(got.deliveries.len(), 1);
+        assert_eq!(got.deliveries[0].transaction_id, want);
+        let done = d
+            .answer(&db.client, &got, &[Answer::Completed])
+            .await
+            .unwrap();
+        assert_eq!(done.completed, vec![want]);
+    }
+    assert_eq!(d.backlog(&db.client).await.unwrap(), 0);
+    assert_eq!(d.dead_lettered(&db.client).await.unwrap(), vec!["t-0"]);
+}
+
+#[tokio::test]
+async fn procrastinate_missing_names_what_to_install() {
+    // An interpreter that runs but has no such package, and one that is not there.
+    for python in ["/bin/false", "/nonexistent/python3"] {
+        let missing = procrastinate::schema_path_with(python).await.unwrap_err();
+        assert!(missing.contains("pip install procrastinate"), "{missing}");
+        assert!(missing.contains(python), "{missing}");
+    }
+}
+
 /// Ticks and consumes until a batch with events comes (finishing empty ones), for 10 s at most.
 async fn next_batch(d: &PeerQueue, client: &Client) -> Consumed {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
@@ -199,7 +281,9 @@ fn each_peer_refuses_what_it_cannot_do() {
     assert!(pgq::Pgq.refusal(&dlq).unwrap().contains("dead-letter"));
     assert!(pgmq::Pgmq.refusal(&dlq).is_none());
     assert_eq!(named("pgq").map(|p| p.name()), Ok("pgq"));
-    assert!(named("kafka").unwrap_err().contains("pgmq and pgq"));
+    assert!(named("kafka")
+        .unwrap_err()
+        .contains("pgmq, pgq and procrastinate"));
 }
 
 #[test]
