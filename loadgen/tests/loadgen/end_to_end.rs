@@ -351,3 +351,36 @@ fn procrastinate_missing_is_refused_naming_what_to_install() {
     assert!(stderr.contains("pip install procrastinate"), "{stderr}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// pg-boss installed from its npm package into a fresh database, driven with its own insert,
+/// fetch and complete statements, audited with nothing lost.
+#[test]
+fn pgboss_runs_beside_the_broker_and_is_audited() {
+    let _real_run = one_real_run_at_a_time();
+    let dir = temp_dir("e2e", "pgboss");
+    let text = PROCRASTINATE_SCENARIO
+        .replace("peers = [\"procrastinate\"]", "peers = [\"pgboss\"]")
+        .replace("name = \"procrastinate\"", "name = \"pgboss\"");
+    let (code, stdout, results) = run(&dir, &text);
+    assert_eq!(code, 0, "{stdout}");
+    let c = results.cell("pgboss").unwrap();
+    let a = &c.summary.audit;
+    assert_eq!((a.lost, a.pushed), (0, a.acked), "{a:?}");
+    assert!(a.pushed >= 100, "the prefill and the producers: {a:?}");
+    assert!(a.history_checked && a.promises.ack_durable, "{a:?}");
+    assert!(a.broken().is_empty(), "{:?}", a.broken());
+    let round = &c.rounds[0];
+    let by_procedure = &round.figures.pg_exec_ms_per_ack_by_procedure;
+    for procedure in ["pgboss.insert", "pgboss.fetch", "pgboss.complete"] {
+        assert!(
+            by_procedure.contains_key(procedure),
+            "{procedure} measured: {by_procedure:?}"
+        );
+    }
+    assert!(
+        round.figures.ack_commits_per_ack > 0.0,
+        "{:?}",
+        round.figures
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

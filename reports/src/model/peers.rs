@@ -1,4 +1,4 @@
-//! "Against the peers": each broker cell set beside each peer queue (PGMQ, PgQ, procrastinate) that ran in the
+//! "Against the peers": each broker cell set beside each peer queue (PGMQ, PgQ, procrastinate, pg-boss) that ran in the
 //! same rounds, on the figures a planner compares queues by, with the ratio to the peer taken
 //! round by round. Peers are driven straight over SQL, without the HTTP round trip the broker
 //! cells pay; the table says so.
@@ -8,7 +8,7 @@ use crate::figures::FigureDef;
 use crate::results::Results;
 
 /// The peer cells, by name.
-pub const PEERS: [&str; 3] = ["pgmq", "pgq", "procrastinate"];
+pub const PEERS: [&str; 4] = ["pgmq", "pgq", "procrastinate", "pgboss"];
 
 /// The figures the peer tables show, in column order.
 pub const PEER_FIGURES: [&str; 6] = [
@@ -24,7 +24,8 @@ pub const PEER_FIGURES: [&str; 6] = [
 pub const PEER_NOTE: &str = "Peers are driven straight over SQL by the load generator (no HTTP \
      round trip, no broker process), which favours them. Their \"ack\" is how each answers a \
      consumed message: PGMQ's delete, set_vt or archive; PgQ's finish_batch (one per batch) or \
-     event_retry; procrastinate's finish_job or retry_job, one per job. PgQ runs one consumer \
+     event_retry; procrastinate's finish_job or retry_job, one per job; pg-boss's complete or fail over \
+     the batch. PgQ runs one consumer \
      per group and ticks every 100 ms; procrastinate fetches one job per call, so a pop of N is \
      up to N fetch_job calls.";
 

@@ -11,6 +11,7 @@
 //! `PeerQueue`, one cell's queue as the workload calls it. `system` runs a peer as one of the
 //! load generator's systems under test.
 
+pub mod pgboss;
 pub mod pgmq;
 pub mod pgq;
 pub mod procrastinate;
@@ -134,7 +135,12 @@ pub const DURABLE_ACKS_ONLY: Promises = Promises {
 };
 
 /// Every peer, in the order the command line lists them; each is a cell of its name.
-pub static PEERS: [&'static dyn Peer; 3] = [&pgmq::Pgmq, &pgq::Pgq, &procrastinate::Procrastinate];
+pub static PEERS: [&'static dyn Peer; 4] = [
+    &pgmq::Pgmq,
+    &pgq::Pgq,
+    &procrastinate::Procrastinate,
+    &pgboss::PgBoss,
+];
 
 /// A peer by its place in `PEERS` (what a scenario's cell holds: small, `Copy`, hashable).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -211,6 +217,12 @@ pub struct Setup<'a> {
     pub consumers: &'a [String],
     /// Messages per consumed batch: PGMQ's `read` quantity; PgQ's events per tick.
     pub batch: u32,
+    /// Redeliveries a `failed` message gets before it is dead-lettered (pg-boss's queue
+    /// `retryLimit`).
+    pub retry_limit: u32,
+    /// Seconds a delivery is held before the peer may hand it out again (pg-boss's
+    /// `expireInSeconds`).
+    pub lease_secs: u32,
 }
 
 /// One message as produced: its transactionId (for the audit), its JSON payload and the
@@ -233,6 +245,8 @@ pub struct Delivery {
     pub attempt: i32,
     /// The partition it was produced to, where the peer keeps one (procrastinate's `lock`).
     pub partition: Option<String>,
+    /// The job's id where the peer names jobs by UUID (pg-boss; `handle` is then 0).
+    pub job: Option<uuid::Uuid>,
 }
 
 impl Delivery {
@@ -245,6 +259,7 @@ impl Delivery {
             transaction_id: r.get::<_, Option<String>>(2).unwrap_or_default(),
             payload_json: r.get::<_, Option<String>>(3).unwrap_or_default(),
             partition: None,
+            job: None,
         }
     }
 }

@@ -190,6 +190,7 @@ pub async fn consume(client: &Client, queue: &PeerQueue, batch: u32) -> Result<C
             transaction_id: row.get::<_, Option<String>>(2).unwrap_or_default(),
             payload_json: row.get::<_, Option<String>>(3).unwrap_or_default(),
             partition: row.get(4),
+            job: None,
         });
     }
     Ok(Consumed {

@@ -45,6 +45,8 @@ impl PeerSystem {
             queue: &queue.queue,
             consumers: &groups,
             batch: cr.scenario.consumers.pop_batch,
+            retry_limit: cr.scenario.queue.options.retry_limit,
+            lease_secs: cr.scenario.lease_seconds(),
         };
         self.peer.install(&url, &client, &setup).await?;
         Ok(PeerCell {

@@ -61,6 +61,8 @@ async fn pgmq_deletes_completed_redelivers_retries_and_archives_dead_letters() {
         queue: &d.queue,
         consumers: std::slice::from_ref(&d.consumer),
         batch: 4,
+        retry_limit: 1,
+        lease_secs: 30,
     };
     pgmq::Pgmq
         .install(&db.url, &db.client, &setup)
@@ -122,6 +124,8 @@ async fn pgq_hands_out_ticked_batches_and_retries_what_asks() {
         queue: &d.queue,
         consumers: std::slice::from_ref(&d.consumer),
         batch: 3,
+        retry_limit: 1,
+        lease_secs: 30,
     };
     pgq::Pgq
         .install(&db.url, &db.client, &setup)
@@ -170,6 +174,8 @@ async fn procrastinate_hands_out_one_job_per_lock_in_order_and_retries_then_fail
         queue: &d.queue,
         consumers: std::slice::from_ref(&d.consumer),
         batch: 4,
+        retry_limit: 1,
+        lease_secs: 30,
     };
     procrastinate::Procrastinate
         .install(&db.url, &db.client, &setup)
@@ -239,6 +245,67 @@ async fn procrastinate_missing_names_what_to_install() {
     }
 }
 
+#[tokio::test]
+async fn pgboss_completes_fails_into_retries_then_its_dead_letter_queue() {
+    let db = fresh("peer_pgboss").await;
+    if let Err(missing) = pgboss::PgBoss.check_parts(&db.client).await {
+        panic!("this machine lacks pg-boss ({missing}); .ci/run installs it");
+    }
+    let d = driver(&pgboss::PgBoss);
+    let setup = Setup {
+        queue: &d.queue,
+        consumers: std::slice::from_ref(&d.consumer),
+        batch: 4,
+        retry_limit: 1,
+        lease_secs: 30,
+    };
+    pgboss::PgBoss
+        .install(&db.url, &db.client, &setup)
+        .await
+        .expect("pg-boss installs from its package's construction plans");
+    let ids = produce(&d, &db.client, 3).await;
+    let mut got = d.consume(&db.client, 4).await.unwrap();
+    // Its fetch returns the claimed rows in no promised order.
+    got.deliveries
+        .sort_by(|a, b| a.transaction_id.cmp(&b.transaction_id));
+    let txns: Vec<&str> = got
+        .deliveries
+        .iter()
+        .map(|m| m.transaction_id.as_str())
+        .collect();
+    assert_eq!(txns, ids.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(got.deliveries[0].payload_json, r#"{"i":0}"#);
+    assert!(got.deliveries.iter().all(|m| m.attempt == 1));
+    let answers = [Answer::Completed, Answer::Failed, Answer::Retry];
+    let done = d.answer(&db.client, &got, &answers).await.unwrap();
+    assert_eq!(done.completed, vec!["t-0"]);
+    assert_eq!(done.redelivering, vec!["t-1", "t-2"]);
+    assert_eq!(d.backlog(&db.client).await.unwrap(), 2);
+    let again = d.consume(&db.client, 4).await.unwrap();
+    assert_eq!(again.deliveries.len(), 2);
+    assert!(again.deliveries.iter().all(|m| m.attempt == 2));
+    let done = d
+        .answer(&db.client, &again, &[Answer::Failed, Answer::Completed])
+        .await
+        .unwrap();
+    assert_eq!(done.dead_lettered.len(), 1, "the budget of 2 is spent");
+    assert_eq!(d.backlog(&db.client).await.unwrap(), 0);
+    assert_eq!(
+        d.dead_lettered(&db.client).await.unwrap(),
+        done.dead_lettered,
+        "pg-boss copied it into the dead-letter queue"
+    );
+}
+
+#[tokio::test]
+async fn pgboss_missing_names_what_to_install() {
+    let missing = pgboss::load_plans("/nonexistent/npm").await.unwrap_err();
+    assert!(
+        missing.contains("npm install --prefix /nonexistent/npm pg-boss"),
+        "{missing}"
+    );
+}
+
 /// Ticks and consumes until a batch with events comes (finishing empty ones), for 10 s at most.
 async fn next_batch(d: &PeerQueue, client: &Client) -> Consumed {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
@@ -283,7 +350,7 @@ fn each_peer_refuses_what_it_cannot_do() {
     assert_eq!(named("pgq").map(|p| p.name()), Ok("pgq"));
     assert!(named("kafka")
         .unwrap_err()
-        .contains("pgmq, pgq and procrastinate"));
+        .contains("pgmq, pgq, procrastinate and pgboss"));
 }
 
 #[test]
