@@ -12,6 +12,7 @@ mod common;
 mod capacity;
 mod cli;
 mod end_to_end;
+mod external_cells;
 mod faults;
 mod faults_db;
 mod gates;

@@ -27,7 +27,8 @@ pub const PEER_NOTE: &str = "Peers are driven straight over SQL by the load gene
      event_retry; procrastinate's finish_job or retry_job, one per job; pg-boss's complete or fail over \
      the batch. PgQ runs one consumer \
      per group and ticks every 100 ms; procrastinate fetches one job per call, so a pop of N is \
-     up to N fetch_job calls.";
+     up to N fetch_job calls. An external cell is a running broker driven over the same HTTP \
+     wire as the broker cells, on its own database.";
 
 /// One peer against the broker cells of the run.
 #[derive(Debug, Clone, PartialEq)]
@@ -45,20 +46,23 @@ pub struct PeerRow {
     pub figures: Vec<FigureCell>,
 }
 
-/// One table per peer that ran; empty when no peer did.
+/// Whether `cell` is shown as a peer: a peer queue, or a running broker added as a cell.
+fn is_peer_like(cell: &crate::results::CellResults) -> bool {
+    cell.external || PEERS.contains(&cell.name.as_str())
+}
+
+/// One table per peer (and per external cell) that ran; empty when none did.
 pub fn peer_tables(r: &Results) -> Vec<PeerTable> {
     let figures: Vec<&'static FigureDef> = PEER_FIGURES
         .iter()
         .map(|k| figure_def(k).expect("a catalogue figure"))
         .collect();
-    let broker_cells: Vec<_> = r
-        .cells
-        .iter()
-        .filter(|c| !PEERS.contains(&c.name.as_str()))
-        .collect();
-    PEERS
+    let broker_cells: Vec<_> = r.cells.iter().filter(|c| !is_peer_like(c)).collect();
+    let peers = PEERS
         .iter()
         .filter_map(|p| r.cell(p))
+        .chain(r.cells.iter().filter(|c| c.external));
+    peers
         .map(|peer| {
             let row = |cell: &crate::results::CellResults, base| PeerRow {
                 cell: cell.name.clone(),
