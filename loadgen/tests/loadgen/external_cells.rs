@@ -137,3 +137,35 @@ fn an_external_broker_is_a_cell_interleaved_and_audited_beside_the_others() {
     assert!(report.contains("other"), "the report's peer tables gain it");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A malformed `--external`, or one beside `--broker-url`, is refused before anything starts:
+/// exit 2, naming what is wrong.
+#[test]
+fn a_bad_external_is_refused_naming_why() {
+    let dir = temp_dir("external", "refused");
+    let out_dir = dir.join("out");
+    for (flags, why) in [
+        (vec!["--external", "other"], "NAME=BROKER_URL,DATABASE_URL"),
+        (
+            vec!["--external", "none=http://127.0.0.1:1,postgres://x/y"],
+            "already named `none`",
+        ),
+        (
+            vec![
+                "--external",
+                "q=http://127.0.0.1:1,postgres://x/y",
+                "--broker-url",
+                "http://127.0.0.1:1",
+            ],
+            "--broker-url",
+        ),
+    ] {
+        let mut args = vec![OsStr::new("--out"), out_dir.as_os_str()];
+        args.extend(flags.iter().map(OsStr::new));
+        let o = ackbench(&dir, "run", SCENARIO, &args);
+        assert_eq!(o.code, 2, "{flags:?}: {}", o.stderr);
+        assert!(o.stderr.contains(why), "{flags:?}: {}", o.stderr);
+        assert!(!out_dir.exists(), "{flags:?}: nothing written");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

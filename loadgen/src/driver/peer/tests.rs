@@ -347,6 +347,22 @@ fn each_peer_refuses_what_it_cannot_do() {
     };
     assert!(pgq::Pgq.refusal(&dlq).unwrap().contains("dead-letter"));
     assert!(pgmq::Pgmq.refusal(&dlq).is_none());
+    for job_table in [
+        &procrastinate::Procrastinate as &dyn Peer,
+        &pgboss::PgBoss as &dyn Peer,
+    ] {
+        assert!(job_table.refusal(&dlq).unwrap().contains("dlq"));
+        assert!(job_table.refusal(&stalls).is_some());
+        assert!(job_table
+            .refusal(&groups)
+            .unwrap()
+            .contains("consumer groups"));
+        let failures = Asks {
+            failures: true,
+            ..Asks::default()
+        };
+        assert!(job_table.refusal(&failures).is_none(), "retries are mapped");
+    }
     assert_eq!(named("pgq").map(|p| p.name()), Ok("pgq"));
     assert!(named("kafka")
         .unwrap_err()
