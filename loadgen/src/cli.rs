@@ -20,6 +20,31 @@ use crate::options::{CapacityOptions, RunOptions};
 use crate::run::{self, audit_words, figure_text};
 use crate::scenario::{find_scenario, Cell, DatabaseSide, Overrides, Scenario};
 use crate::shard::{self, Shard};
+use crate::target::external_cells::{self, ExternalSpec};
+
+/// The run's `--external` cells, refused beside `--broker-url`, `--aa` and `--shard` (each of
+/// which makes the run's cells something else).
+fn externals_of(opts: &RunOptions, scenario: &Scenario) -> Result<Vec<ExternalSpec>, String> {
+    if opts.external.is_empty() {
+        return Ok(Vec::new());
+    }
+    for (flag, given) in [
+        ("--broker-url", opts.target.broker_url.is_some()),
+        ("--aa", opts.aa.is_some()),
+        ("--shard", opts.shard.is_some()),
+    ] {
+        if given {
+            return Err(format!("--external cannot be combined with {flag}"));
+        }
+    }
+    let taken: Vec<String> = scenario
+        .run
+        .cells
+        .iter()
+        .map(|c| c.name().to_string())
+        .collect();
+    external_cells::parse_all(&opts.external, &taken)
+}
 
 /// `ackbench run`: runs the scenario's cells round by round, writes results.json and
 /// report.html, prints the summary and the gate table.
@@ -40,7 +65,11 @@ pub async fn run(opts: RunOptions) -> u8 {
         Ok(shard) => shard,
         Err(e) => return fail(&e),
     };
-    let settings = opts.target.settings();
+    let mut settings = opts.target.settings();
+    settings.externals = match externals_of(&opts, &scenario) {
+        Ok(specs) => specs,
+        Err(e) => return fail(&e),
+    };
     if let Err(e) = refuse_unavailable(&scenario.faults, &settings) {
         return fail(&e);
     }
@@ -75,7 +104,8 @@ pub async fn run(opts: RunOptions) -> u8 {
         Err(e) => return fail(&e),
     };
     let target = env.external_broker().then(|| env.profile.cell_name());
-    let cells = run::cell_list(&scenario, aa, target.as_deref());
+    let mut cells = run::cell_list(&scenario, aa, target.as_deref());
+    cells.extend(run::external_cells(&env));
     if let Some(name) = &target {
         eprintln!(
             "ackbench: against an external broker the scenario's cells ({}) become one cell, {name}; \

@@ -42,6 +42,7 @@ impl TargetOptions {
             target_kind: self.target_kind.clone(),
             broker_bin: self.broker_bin.clone(),
             keep_databases: self.keep_databases,
+            externals: Vec::new(),
         }
     }
 }
@@ -55,11 +56,11 @@ pub struct RunOptions {
     #[arg(long)]
     pub out: Option<PathBuf>,
     /// Cells to run, comma-separated: registry+fusion, registry, fusion, none (and the peers
-    /// pgmq, pgq).
+    /// pgmq, pgq, procrastinate, pgboss).
     #[arg(long)]
     pub cells: Option<String>,
-    /// Peer queues to run beside the broker cells, comma-separated: pgmq, pgq; `none` for none
-    /// (default: the scenario's `run.peers`).
+    /// Peer queues to run beside the broker cells, comma-separated: pgmq, pgq, procrastinate,
+    /// pgboss; `none` for none (default: the scenario's `run.peers`).
     #[arg(long)]
     pub peers: Option<String>,
     /// Interleaved rounds.
@@ -103,6 +104,11 @@ pub struct RunOptions {
     /// An inconclusive gate fails the run (exit 1) instead of being reported and passed.
     #[arg(long)]
     pub strict: bool,
+    /// Add a running broker (a real Queen, another build of ours) as a cell of that name,
+    /// interleaved with the others in every round, on run-tagged queues, its PostgreSQL figures
+    /// read from its own database (repeatable).
+    #[arg(long, value_name = "NAME=BROKER_URL,DATABASE_URL")]
+    pub external: Vec<String>,
 }
 
 impl RunOptions {
@@ -152,7 +158,7 @@ pub struct CapacityOptions {
     /// pgmq, pgq).
     #[arg(long)]
     pub cells: Option<String>,
-    /// Peer queues to step beside the broker cells, comma-separated: pgmq, pgq; `none` for none
+    /// Peer queues to step beside the broker cells, comma-separated: pgmq, pgq, procrastinate; `none` for none
     /// (default: the scenario's `run.peers`).
     #[arg(long)]
     pub peers: Option<String>,

@@ -150,6 +150,9 @@ pub struct CellResults {
     /// broker (`[broker] instances`, `routing`, `topologies`); absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub topology: Option<TopologyMeta>,
+    /// A running broker added as a cell (`ackbench run --external`): shown beside the peers.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub external: bool,
     pub rounds: Vec<RoundResults>,
     pub summary: Summary,
 }

@@ -903,6 +903,23 @@ fn peers_get_a_table_each_with_the_broker_cells_ratios_to_them() {
 }
 
 #[test]
+fn an_external_cell_gets_a_peer_table_and_leaves_the_broker_rows() {
+    let mut r = small_results();
+    // The fixture's `fusion` cell stands in for a running broker added with `--external`.
+    let queen = r.cells.iter_mut().find(|c| c.name == "fusion").unwrap();
+    queen.name = "queen".into();
+    queen.fusion = false;
+    queen.external = true;
+    let tables = model::build(&r).runs[0].peers.clone();
+    assert_eq!(tables.len(), 1);
+    assert_eq!(tables[0].peer, "queen");
+    let cells: Vec<&str> = tables[0].rows.iter().map(|row| row.cell.as_str()).collect();
+    assert_eq!(cells, ["queen", "registry+fusion", "registry", "none"]);
+    let text = serde_json::to_string(&r).unwrap();
+    assert!(text.contains("\"external\":true"), "recorded in results");
+}
+
+#[test]
 fn faults_are_listed_with_their_recovery_and_marked_on_the_charts_over_time() {
     use ackbench_reports::results::FaultEvent;
     let mut r = small_results();

@@ -18,14 +18,18 @@ use queen::external::ExternalQueen;
 use queen::own::OwnBroker;
 use system::System;
 
-/// The system cell round `cr` drives, with its settings: the cell's peer; else the external
-/// broker of `--broker-url`; else our broker with the cell's toggles and topology.
+/// The system cell round `cr` drives, with its settings: the cell's peer; the cell's
+/// `--external` broker; else the external broker of `--broker-url`; else our broker with the
+/// cell's toggles and topology.
 pub fn for_cell(env: &Env, cr: &CellRound<'_>) -> Box<dyn System> {
     if let Some(peer) = cr.cell.peer() {
         return Box::new(PeerSystem { peer });
     }
+    if let Some(external) = cr.cell.external().and_then(|i| env.externals.get(i)) {
+        return Box::new(ExternalQueen::of_cell(external));
+    }
     match &env.settings.broker_url {
-        Some(url) => Box::new(ExternalQueen { url: url.clone() }),
+        Some(url) => Box::new(ExternalQueen::of_run(env, url)),
         None => Box::new(OwnBroker {
             cell: cr.cell,
             topology: cr.topology,

@@ -9,6 +9,7 @@ use crate::client::BrokerClient;
 use crate::driver::peer::Peer;
 use crate::scenario::{Cell, DatabaseSide, Replication};
 use crate::target::broker_binary;
+use crate::target::external_cells::{ExternalCell, ExternalSpec};
 use crate::target::postgres::{connect, Postgres};
 use crate::target::profile::{self, Profile, TargetKind};
 
@@ -26,6 +27,8 @@ pub struct TargetSettings {
     pub broker_bin: Option<PathBuf>,
     /// Keep each cell's database after the run.
     pub keep_databases: bool,
+    /// Running brokers added as cells beside the others (`--external`).
+    pub externals: Vec<ExternalSpec>,
 }
 
 /// Everything a run needs besides the scenario, prepared once per run.
@@ -46,6 +49,8 @@ pub struct Env {
     pub history: Option<PathBuf>,
     /// The cores (a `taskset` CPU list) every broker started is confined to; `None`: anywhere.
     pub broker_cpus: Option<String>,
+    /// The running brokers added as cells (`--external`), each with its profile.
+    pub externals: Vec<ExternalCell>,
 }
 
 impl Env {
@@ -101,6 +106,12 @@ impl Env {
             }
             None => (Profile::own_broker(), String::new()),
         };
+        let externals = external_cells(&settings.externals).await?;
+        // A broker that outlives the run keeps its queues: tag the run's names.
+        let run_tag = match (run_tag.is_empty(), externals.is_empty()) {
+            (true, false) => run_tag_now(),
+            _ => run_tag,
+        };
         Ok(Env {
             out_dir,
             postgres,
@@ -110,6 +121,7 @@ impl Env {
             run_tag,
             history: None,
             broker_cpus: None,
+            externals,
         })
     }
 
@@ -179,6 +191,28 @@ async fn external_profile(
         None => None,
     };
     profile::detect(&BrokerClient::new(url), database.as_ref(), named).await
+}
+
+/// Each `--external` broker's profile, detected from its `/health` and its own database.
+async fn external_cells(specs: &[ExternalSpec]) -> Result<Vec<ExternalCell>, String> {
+    let mut cells = Vec::with_capacity(specs.len());
+    for spec in specs {
+        let profile = external_profile(&spec.broker_url, Some(&spec.database_url), None)
+            .await
+            .map_err(|e| format!("--external {}: {e}", spec.name))?;
+        eprintln!(
+            "ackbench: external cell {} at {} is {} ({})",
+            spec.name,
+            spec.broker_url,
+            profile.cell_name(),
+            profile.detected
+        );
+        cells.push(ExternalCell {
+            spec: spec.clone(),
+            profile,
+        });
+    }
+    Ok(cells)
 }
 
 /// A short tag unique to this run: the start time in seconds, base 36.

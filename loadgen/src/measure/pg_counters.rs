@@ -35,11 +35,22 @@ pub const ACK_PROCEDURES: &[&str] = &[
     "pgmq.set_vt",
     "pgq.finish_batch",
     "pgq.event_retry",
+    "procrastinate_finish_job_v1",
+    "procrastinate_retry_job_v2",
+    "pgboss.complete",
+    "pgboss.fail",
 ];
 
 /// Schemas whose procedures are folded by name: the broker's (named without the schema) and the
-/// peers' (named with it).
-const PROCEDURE_SCHEMAS: [(&str, bool); 3] = [("queen.", false), ("pgmq.", true), ("pgq.", true)];
+/// peers' (named with it; procrastinate's live in `public`, named by their prefix; pg-boss's
+/// statements are named by the comment that opens them, `/* pgboss.fetch() */`).
+const PROCEDURE_SCHEMAS: [(&str, bool); 5] = [
+    ("queen.", false),
+    ("pgmq.", true),
+    ("pgq.", true),
+    ("procrastinate_", true),
+    ("pgboss.", true),
+];
 
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct StatementCounters {
@@ -255,6 +266,7 @@ fn ack_procedures_pattern() -> String {
         .iter()
         .map(|p| match p.split_once('.') {
             Some((schema, name)) => format!("{schema}\\.{name}"),
+            None if p.starts_with("procrastinate_") => p.to_string(),
             None => format!("queen\\.{p}"),
         })
         .collect();
@@ -285,11 +297,20 @@ mod tests {
             "pgq.finish_batch"
         );
         assert_eq!(
+            procedure_of("/* pgboss.complete() */ WITH results AS (UPDATE pgboss.job SET"),
+            "pgboss.complete"
+        );
+        assert_eq!(
+            procedure_of("SELECT procrastinate_finish_job_v1($1, 'succeeded', false)"),
+            "procrastinate_finish_job_v1"
+        );
+        assert_eq!(
             ack_procedures_pattern(),
             "(queen\\.log_ack_by_hash_v1|queen\\.log_ack_at_v1|queen\\.log_ack_multi_v1|\
              queen\\.log_ack_v1|queen\\.log_dlq_head_v1|queen\\.log_dlq_head_v3|\
              queen\\.ack_messages_v2|pgmq\\.delete|pgmq\\.archive|pgmq\\.set_vt|pgq\\.finish_batch|\
-             pgq\\.event_retry)\\("
+             pgq\\.event_retry|procrastinate_finish_job_v1|procrastinate_retry_job_v2|\
+             pgboss\\.complete|pgboss\\.fail)\\("
         );
     }
 

@@ -72,6 +72,21 @@ pub fn cell_list(scenario: &Scenario, aa: Option<Cell>, target: Option<&str>) ->
     }
 }
 
+/// The `--external` cells, by their names, after the others in every round.
+pub fn external_cells(env: &crate::lifecycle::env::Env) -> Vec<PlannedCell> {
+    env.externals
+        .iter()
+        .enumerate()
+        .map(|(i, e)| {
+            PlannedCell::new(
+                Cell::External(i as u8),
+                e.spec.name.clone(),
+                Topology::default(),
+            )
+        })
+        .collect()
+}
+
 /// A cell once per topology (named after it when there are several); a peer cell once.
 fn per_topology(cell: Cell, topologies: &[Topology]) -> Vec<PlannedCell> {
     match (cell.peer(), topologies) {
@@ -148,8 +163,11 @@ pub async fn run(
             name: planned.name.clone(),
             registry: planned.cell.registry(),
             fusion: planned.cell.fusion(),
-            topology: (own_topologies && planned.cell.peer().is_none())
-                .then(|| topology_meta(planned)),
+            external: planned.cell.external().is_some(),
+            topology: (own_topologies
+                && planned.cell.peer().is_none()
+                && planned.cell.external().is_none())
+            .then(|| topology_meta(planned)),
             summary: summary(&rounds),
             rounds,
         })

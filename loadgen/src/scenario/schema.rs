@@ -25,6 +25,9 @@ pub enum Cell {
     None,
     /// A peer, by its place in the registry.
     Peer(PeerId),
+    /// A running broker added with `--external`, by its place among them (named in output by
+    /// its `--external` name; never in a scenario file).
+    External(u8),
 }
 
 impl Cell {
@@ -49,6 +52,7 @@ impl Cell {
             Cell::Fusion => "fusion",
             Cell::None => "none",
             Cell::Peer(id) => id.peer().name(),
+            Cell::External(_) => "external",
         }
     }
 
@@ -56,6 +60,14 @@ impl Cell {
     pub fn peer(self) -> Option<&'static dyn Peer> {
         match self {
             Cell::Peer(id) => Some(id.peer()),
+            _ => None,
+        }
+    }
+
+    /// The `--external` this cell runs, by its place among them, if it is an external cell.
+    pub fn external(self) -> Option<usize> {
+        match self {
+            Cell::External(i) => Some(i as usize),
             _ => None,
         }
     }

@@ -169,6 +169,7 @@ fn merge_cell(shards: &[ShardRun], cell: &CellResults) -> Result<CellResults, St
         summary: crate::run::summary(&rounds),
         rounds,
         topology: cell.topology.clone(),
+        external: cell.external,
     })
 }
 

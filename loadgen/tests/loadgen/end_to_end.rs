@@ -262,3 +262,125 @@ seed = 3
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A small scenario with the procrastinate peer beside a broker cell.
+const PROCRASTINATE_SCENARIO: &str = r#"
+name = "procrastinate"
+[queue]
+name = "procrastinate"
+partitions = 4
+[queue.options]
+retry_limit = 2
+[prefill]
+messages_per_partition = 25
+batch = 25
+[producers]
+count = 2
+batch = 10
+mode = "open"
+rate = 200
+[consumers]
+count = 4
+pop_batch = 10
+[run]
+warmup_secs = 1
+duration_secs = 2
+drain_timeout_secs = 20
+rounds = 1
+cells = ["none"]
+peers = ["procrastinate"]
+seed = 5
+"#;
+
+/// procrastinate installed from its Python package into a fresh database, driven over its own
+/// SQL functions with `lock` = partition, audited with nothing lost and judged on per-partition
+/// order; its defer, fetch and finish calls are measured by procedure.
+#[test]
+fn procrastinate_runs_beside_the_broker_with_locks_as_partitions() {
+    let _real_run = one_real_run_at_a_time();
+    let dir = temp_dir("e2e", "procrastinate");
+    let (code, stdout, results) = run(&dir, PROCRASTINATE_SCENARIO);
+    assert_eq!(code, 0, "{stdout}");
+    let names: Vec<&str> = results.cells.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(names, ["none", "procrastinate"]);
+    let c = results.cell("procrastinate").unwrap();
+    let a = &c.summary.audit;
+    assert_eq!((a.lost, a.pushed), (0, a.acked), "{a:?}");
+    assert!(a.pushed >= 100, "the prefill and the producers: {a:?}");
+    assert!(a.history_checked && a.promises.order, "{a:?}");
+    assert_eq!((a.order_violations, a.unexpected), (0, 0), "{a:?}");
+    assert!(a.broken().is_empty(), "{:?}", a.broken());
+    let round = &c.rounds[0];
+    let by_procedure = &round.figures.pg_exec_ms_per_ack_by_procedure;
+    for procedure in [
+        "procrastinate_defer_jobs_v1",
+        "procrastinate_fetch_job_v2",
+        "procrastinate_finish_job_v1",
+    ] {
+        assert!(
+            by_procedure.contains_key(procedure),
+            "{procedure} measured: {by_procedure:?}"
+        );
+    }
+    assert!(
+        round.figures.ack_commits_per_ack > 0.0,
+        "{:?}",
+        round.figures
+    );
+    assert!(c.summary.figures.acked_messages.median > 0.0);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Without procrastinate's package the run is refused before anything runs: exit 2, naming
+/// what to install.
+#[test]
+fn procrastinate_missing_is_refused_naming_what_to_install() {
+    let dir = temp_dir("e2e", "procrastinate-missing");
+    let file = dir.join("scenario.toml");
+    std::fs::write(&file, PROCRASTINATE_SCENARIO).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_ackbench"))
+        .arg("run")
+        .arg(&file)
+        .arg("--out")
+        .arg(dir.join("out"))
+        .env("ACKBENCH_PYTHON", "/nonexistent/python3")
+        .output()
+        .expect("run ackbench");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("pip install procrastinate"), "{stderr}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// pg-boss installed from its npm package into a fresh database, driven with its own insert,
+/// fetch and complete statements, audited with nothing lost.
+#[test]
+fn pgboss_runs_beside_the_broker_and_is_audited() {
+    let _real_run = one_real_run_at_a_time();
+    let dir = temp_dir("e2e", "pgboss");
+    let text = PROCRASTINATE_SCENARIO
+        .replace("peers = [\"procrastinate\"]", "peers = [\"pgboss\"]")
+        .replace("name = \"procrastinate\"", "name = \"pgboss\"");
+    let (code, stdout, results) = run(&dir, &text);
+    assert_eq!(code, 0, "{stdout}");
+    let c = results.cell("pgboss").unwrap();
+    let a = &c.summary.audit;
+    assert_eq!((a.lost, a.pushed), (0, a.acked), "{a:?}");
+    assert!(a.pushed >= 100, "the prefill and the producers: {a:?}");
+    assert!(a.history_checked && a.promises.ack_durable, "{a:?}");
+    assert!(a.broken().is_empty(), "{:?}", a.broken());
+    let round = &c.rounds[0];
+    let by_procedure = &round.figures.pg_exec_ms_per_ack_by_procedure;
+    for procedure in ["pgboss.insert", "pgboss.fetch", "pgboss.complete"] {
+        assert!(
+            by_procedure.contains_key(procedure),
+            "{procedure} measured: {by_procedure:?}"
+        );
+    }
+    assert!(
+        round.figures.ack_commits_per_ack > 0.0,
+        "{:?}",
+        round.figures
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -54,6 +54,7 @@ fn cell(name: &str, rounds: Vec<RoundResults>) -> CellResults {
         registry: name.contains("registry"),
         fusion: name.contains("fusion"),
         topology: None,
+        external: false,
         rounds,
         summary,
     }

@@ -17,6 +17,7 @@ mod cli;
 mod confirm;
 mod end_to_end;
 mod endurance;
+mod external_cells;
 mod faults;
 mod faults_db;
 mod gates;

@@ -133,7 +133,7 @@ fn shipped_scenarios_have_their_character() {
 }
 
 #[test]
-fn peer_scenarios_run_every_broker_cell_and_both_peers() {
+fn peer_scenarios_run_every_broker_cell_and_every_peer() {
     for name in ["vs-peers", "vs-peers-pop1"] {
         let s = shipped(name);
         let mut expected = Cell::ALL.to_vec();

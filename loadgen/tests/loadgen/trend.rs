@@ -87,6 +87,7 @@ fn cell(name: &str, pg_level: f64, rng: &mut fastrand::Rng) -> CellResults {
         registry: name.contains("registry"),
         fusion: name.contains("fusion"),
         topology: None,
+        external: false,
         summary: Summary {
             rounds: 1,
             figures: summarize(&[&round.figures]),

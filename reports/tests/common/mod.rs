@@ -404,6 +404,7 @@ fn cell(
         registry: shape.registry,
         fusion: shape.fusion,
         topology: None,
+        external: false,
         summary: Summary {
             rounds: rounds.len() as u32,
             figures: summarize(&refs),

@@ -11,8 +11,10 @@
 //! `PeerQueue`, one cell's queue as the workload calls it. `system` runs a peer as one of the
 //! load generator's systems under test.
 
+pub mod pgboss;
 pub mod pgmq;
 pub mod pgq;
+pub mod procrastinate;
 pub mod system;
 pub mod worker;
 
@@ -106,6 +108,16 @@ pub trait Peer: Send + Sync {
     /// peer's queue is judged as one partition whose messages carry no lease).
     fn promises(&self) -> Promises;
 
+    /// Readies one consumer's connection before its first pop (procrastinate registers a
+    /// worker, as its own workers do on start).
+    fn open_consumer<'a>(
+        &'a self,
+        _client: &'a Client,
+        _queue: &'a mut PeerQueue,
+    ) -> Pending<'a, Result<(), String>> {
+        Box::pin(async { Ok(()) })
+    }
+
     /// Consumer workers per consumer group when the scenario asks for `consumers`.
     fn readers_per_group(&self, consumers: u32) -> u32 {
         consumers.max(1)
@@ -123,7 +135,12 @@ pub const DURABLE_ACKS_ONLY: Promises = Promises {
 };
 
 /// Every peer, in the order the command line lists them; each is a cell of its name.
-pub static PEERS: [&'static dyn Peer; 2] = [&pgmq::Pgmq, &pgq::Pgq];
+pub static PEERS: [&'static dyn Peer; 4] = [
+    &pgmq::Pgmq,
+    &pgq::Pgq,
+    &procrastinate::Procrastinate,
+    &pgboss::PgBoss,
+];
 
 /// A peer by its place in `PEERS` (what a scenario's cell holds: small, `Copy`, hashable).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -149,7 +166,7 @@ pub fn named(name: &str) -> Result<&'static dyn Peer, String> {
         .ok_or_else(|| format!("unknown peer `{name}`: the peers are {}", peer_names()))
 }
 
-/// The peers' names, for messages: `pgmq and pgq`.
+/// The peers' names, for messages: `pgmq, pgq and procrastinate`.
 fn peer_names() -> String {
     let names: Vec<&str> = PEERS.iter().map(|p| p.name()).collect();
     match names.split_last() {
@@ -159,7 +176,7 @@ fn peer_names() -> String {
     }
 }
 
-/// The peers' names as a list: `pgmq, pgq`.
+/// The peers' names as a list: `pgmq, pgq, procrastinate`.
 pub fn listed() -> String {
     let names: Vec<&str> = PEERS.iter().map(|p| p.name()).collect();
     names.join(", ")
@@ -200,12 +217,21 @@ pub struct Setup<'a> {
     pub consumers: &'a [String],
     /// Messages per consumed batch: PGMQ's `read` quantity; PgQ's events per tick.
     pub batch: u32,
+    /// Redeliveries a `failed` message gets before it is dead-lettered (pg-boss's queue
+    /// `retryLimit`).
+    pub retry_limit: u32,
+    /// Seconds a delivery is held before the peer may hand it out again (pg-boss's
+    /// `expireInSeconds`).
+    pub lease_secs: u32,
 }
 
-/// One message as produced: its transactionId (for the audit) and its JSON payload.
+/// One message as produced: its transactionId (for the audit), its JSON payload and the
+/// scenario's partition it was written to (procrastinate's `lock`; the other peers have no
+/// partitions).
 pub struct Produced<'a> {
     pub transaction_id: &'a str,
     pub payload_json: &'a str,
+    pub partition: &'a str,
 }
 
 /// One consumed message.
@@ -217,6 +243,10 @@ pub struct Delivery {
     pub payload_json: String,
     /// 1 on the first delivery.
     pub attempt: i32,
+    /// The partition it was produced to, where the peer keeps one (procrastinate's `lock`).
+    pub partition: Option<String>,
+    /// The job's id where the peer names jobs by UUID (pg-boss; `handle` is then 0).
+    pub job: Option<uuid::Uuid>,
 }
 
 impl Delivery {
@@ -228,6 +258,8 @@ impl Delivery {
             attempt: r.get(1),
             transaction_id: r.get::<_, Option<String>>(2).unwrap_or_default(),
             payload_json: r.get::<_, Option<String>>(3).unwrap_or_default(),
+            partition: None,
+            job: None,
         }
     }
 }
@@ -293,6 +325,9 @@ pub struct PeerQueue {
     pub visibility_secs: i32,
     /// Deliveries after which `failed` dead-letters.
     pub retry_budget: i32,
+    /// The worker this consumer registered as, where the peer registers workers
+    /// (procrastinate).
+    pub worker_id: Option<i64>,
 }
 
 impl PeerQueue {

@@ -45,6 +45,8 @@ impl PeerSystem {
             queue: &queue.queue,
             consumers: &groups,
             batch: cr.scenario.consumers.pop_batch,
+            retry_limit: cr.scenario.queue.options.retry_limit,
+            lease_secs: cr.scenario.lease_seconds(),
         };
         self.peer.install(&url, &client, &setup).await?;
         Ok(PeerCell {
@@ -70,6 +72,7 @@ impl PeerSystem {
             consumer: consumer_names(cr)[0].clone(),
             visibility_secs: cr.scenario.lease_seconds() as i32,
             retry_budget: cr.scenario.queue.options.retry_limit as i32 + 1,
+            worker_id: None,
         }
     }
 }

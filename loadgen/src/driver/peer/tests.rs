@@ -33,6 +33,7 @@ fn driver(peer: &'static dyn Peer) -> PeerQueue {
         consumer: "c".into(),
         visibility_secs: 30,
         retry_budget: 2,
+        worker_id: None,
     }
 }
 
@@ -45,6 +46,7 @@ async fn produce(d: &PeerQueue, c: &Client, n: usize) -> Vec<String> {
         .map(|(t, p)| Produced {
             transaction_id: t,
             payload_json: p,
+            partition: "p0",
         })
         .collect();
     d.produce(c, &batch).await.expect("produced");
@@ -59,6 +61,8 @@ async fn pgmq_deletes_completed_redelivers_retries_and_archives_dead_letters() {
         queue: &d.queue,
         consumers: std::slice::from_ref(&d.consumer),
         batch: 4,
+        retry_limit: 1,
+        lease_secs: 30,
     };
     pgmq::Pgmq
         .install(&db.url, &db.client, &setup)
@@ -120,6 +124,8 @@ async fn pgq_hands_out_ticked_batches_and_retries_what_asks() {
         queue: &d.queue,
         consumers: std::slice::from_ref(&d.consumer),
         batch: 3,
+        retry_limit: 1,
+        lease_secs: 30,
     };
     pgq::Pgq
         .install(&db.url, &db.client, &setup)
@@ -155,6 +161,149 @@ async fn pgq_hands_out_ticked_batches_and_retries_what_asks() {
         .await
         .unwrap();
     assert_eq!(d.backlog(&db.client).await.unwrap(), 0);
+}
+
+#[tokio::test]
+async fn procrastinate_hands_out_one_job_per_lock_in_order_and_retries_then_fails() {
+    let db = fresh("peer_procrastinate").await;
+    if let Err(missing) = procrastinate::Procrastinate.check_parts(&db.client).await {
+        panic!("this machine lacks procrastinate ({missing}); .ci/run installs it");
+    }
+    let mut d = driver(&procrastinate::Procrastinate);
+    let setup = Setup {
+        queue: &d.queue,
+        consumers: std::slice::from_ref(&d.consumer),
+        batch: 4,
+        retry_limit: 1,
+        lease_secs: 30,
+    };
+    procrastinate::Procrastinate
+        .install(&db.url, &db.client, &setup)
+        .await
+        .expect("procrastinate installs from its package's schema.sql");
+    procrastinate::Procrastinate
+        .open_consumer(&db.client, &mut d)
+        .await
+        .expect("a worker registers");
+    assert!(d.worker_id.is_some());
+    // t-0..t-2 share the lock `p0` (see `produce`): one at a time, in order.
+    let ids = produce(&d, &db.client, 3).await;
+    let got = d.consume(&db.client, 4).await.unwrap();
+    assert_eq!(got.deliveries.len(), 1, "one `doing` job per lock");
+    assert_eq!(got.deliveries[0].transaction_id, ids[0]);
+    assert_eq!(got.deliveries[0].partition.as_deref(), Some("p0"));
+    assert_eq!(got.deliveries[0].payload_json, r#"{"i": 0}"#);
+    assert_eq!(got.deliveries[0].attempt, 1);
+    assert!(
+        d.consume(&db.client, 4)
+            .await
+            .unwrap()
+            .deliveries
+            .is_empty(),
+        "the lock is held while t-0 is `doing`"
+    );
+    let done = d.answer(&db.client, &got, &[Answer::Failed]).await.unwrap();
+    assert_eq!(
+        done.redelivering,
+        vec!["t-0"],
+        "a failure within the budget retries"
+    );
+    // The retried job keeps its place at the head of its lock.
+    let again = d.consume(&db.client, 4).await.unwrap();
+    assert_eq!(again.deliveries[0].transaction_id, "t-0");
+    assert_eq!(again.deliveries[0].attempt, 2);
+    let done = d
+        .answer(&db.client, &again, &[Answer::Failed])
+        .await
+        .unwrap();
+    assert_eq!(
+        done.dead_lettered,
+        vec!["t-0"],
+        "the budget of 2 is spent: `failed`"
+    );
+    for want in ["t-1", "t-2"] {
+        let got = d.consume(&db.client, 4).await.unwrap();
+        assert_eq!(got.deliveries.len(), 1);
+        assert_eq!(got.deliveries[0].transaction_id, want);
+        let done = d
+            .answer(&db.client, &got, &[Answer::Completed])
+            .await
+            .unwrap();
+        assert_eq!(done.completed, vec![want]);
+    }
+    assert_eq!(d.backlog(&db.client).await.unwrap(), 0);
+    assert_eq!(d.dead_lettered(&db.client).await.unwrap(), vec!["t-0"]);
+}
+
+#[tokio::test]
+async fn procrastinate_missing_names_what_to_install() {
+    // An interpreter that runs but has no such package, and one that is not there.
+    for python in ["/bin/false", "/nonexistent/python3"] {
+        let missing = procrastinate::schema_path_with(python).await.unwrap_err();
+        assert!(missing.contains("pip install procrastinate"), "{missing}");
+        assert!(missing.contains(python), "{missing}");
+    }
+}
+
+#[tokio::test]
+async fn pgboss_completes_fails_into_retries_then_its_dead_letter_queue() {
+    let db = fresh("peer_pgboss").await;
+    if let Err(missing) = pgboss::PgBoss.check_parts(&db.client).await {
+        panic!("this machine lacks pg-boss ({missing}); .ci/run installs it");
+    }
+    let d = driver(&pgboss::PgBoss);
+    let setup = Setup {
+        queue: &d.queue,
+        consumers: std::slice::from_ref(&d.consumer),
+        batch: 4,
+        retry_limit: 1,
+        lease_secs: 30,
+    };
+    pgboss::PgBoss
+        .install(&db.url, &db.client, &setup)
+        .await
+        .expect("pg-boss installs from its package's construction plans");
+    let ids = produce(&d, &db.client, 3).await;
+    let mut got = d.consume(&db.client, 4).await.unwrap();
+    // Its fetch returns the claimed rows in no promised order.
+    got.deliveries
+        .sort_by(|a, b| a.transaction_id.cmp(&b.transaction_id));
+    let txns: Vec<&str> = got
+        .deliveries
+        .iter()
+        .map(|m| m.transaction_id.as_str())
+        .collect();
+    assert_eq!(txns, ids.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(got.deliveries[0].payload_json, r#"{"i":0}"#);
+    assert!(got.deliveries.iter().all(|m| m.attempt == 1));
+    let answers = [Answer::Completed, Answer::Failed, Answer::Retry];
+    let done = d.answer(&db.client, &got, &answers).await.unwrap();
+    assert_eq!(done.completed, vec!["t-0"]);
+    assert_eq!(done.redelivering, vec!["t-1", "t-2"]);
+    assert_eq!(d.backlog(&db.client).await.unwrap(), 2);
+    let again = d.consume(&db.client, 4).await.unwrap();
+    assert_eq!(again.deliveries.len(), 2);
+    assert!(again.deliveries.iter().all(|m| m.attempt == 2));
+    let done = d
+        .answer(&db.client, &again, &[Answer::Failed, Answer::Completed])
+        .await
+        .unwrap();
+    assert_eq!(done.dead_lettered.len(), 1, "the budget of 2 is spent");
+    assert_eq!(d.backlog(&db.client).await.unwrap(), 0);
+    assert_eq!(
+        d.dead_lettered(&db.client).await.unwrap(),
+        done.dead_lettered,
+        "pg-boss copied it into the dead-letter queue"
+    );
+}
+
+#[tokio::test]
+async fn pgboss_missing_names_what_to_install() {
+    let missing = pgboss::load_plans("/nonexistent/npm").await.unwrap_err();
+    assert!(
+        missing.contains("npm install --prefix /nonexistent/npm pg-boss"),
+        "{missing}"
+    );
 }
 
 /// Ticks and consumes until a batch with events comes (finishing empty ones), for 10 s at most.
@@ -198,8 +347,26 @@ fn each_peer_refuses_what_it_cannot_do() {
     };
     assert!(pgq::Pgq.refusal(&dlq).unwrap().contains("dead-letter"));
     assert!(pgmq::Pgmq.refusal(&dlq).is_none());
+    for job_table in [
+        &procrastinate::Procrastinate as &dyn Peer,
+        &pgboss::PgBoss as &dyn Peer,
+    ] {
+        assert!(job_table.refusal(&dlq).unwrap().contains("dlq"));
+        assert!(job_table.refusal(&stalls).is_some());
+        assert!(job_table
+            .refusal(&groups)
+            .unwrap()
+            .contains("consumer groups"));
+        let failures = Asks {
+            failures: true,
+            ..Asks::default()
+        };
+        assert!(job_table.refusal(&failures).is_none(), "retries are mapped");
+    }
     assert_eq!(named("pgq").map(|p| p.name()), Ok("pgq"));
-    assert!(named("kafka").unwrap_err().contains("pgmq and pgq"));
+    assert!(named("kafka")
+        .unwrap_err()
+        .contains("pgmq, pgq, procrastinate and pgboss"));
 }
 
 #[test]

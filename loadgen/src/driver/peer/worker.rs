@@ -5,8 +5,9 @@
 //! PgQ's ticker (`tick`) runs beside them.
 //!
 //! What differs, and is said in the run's output: PgQ hands a batch to one reader, so each
-//! consumer group has exactly one PgQ consumer whatever `consumers.count` says; a peer has no
-//! partitions (its queue is its one partition), no leases an ack presents, no per-message acks
+//! consumer group has exactly one PgQ consumer whatever `consumers.count` says; PGMQ and PgQ
+//! have no partitions (their queue is their one partition; procrastinate's `lock` is the
+//! scenario's partition), no leases an ack presents, no per-message acks
 //! (a batch is answered whole), and its consumers neither stall nor long-poll.
 
 use std::sync::Arc;
@@ -28,7 +29,7 @@ use crate::workload::{CellContext, Phase};
 const TICK_EVERY: Duration = Duration::from_millis(100);
 const MAINTAIN_EVERY: u32 = 10;
 
-/// What the history calls a peer's one partition.
+/// What the history calls the one partition of a peer that keeps none.
 const PARTITION: &str = "queue";
 
 /// A connection of its own, its driver task on the current runtime.
@@ -76,8 +77,10 @@ impl Workers for PeerWorkers {
     ) -> Result<SqlConsumer, String> {
         let mut queue = (*self.queue).clone();
         queue.consumer = self.groups[plan.group_index].clone();
+        let client = connect(&self.url).await?;
+        queue.peer.open_consumer(&client, &mut queue).await?;
         Ok(SqlConsumer {
-            client: connect(&self.url).await?,
+            client,
             queue,
             pop_batch: plan.pop_batch,
             answers: Vec::new(),
@@ -103,6 +106,9 @@ impl Workers for PeerWorkers {
 struct BatchWriter {
     prefix: String,
     batch: u32,
+    /// The scenario's partition names, and the one the current batch goes to.
+    partitions: Arc<[String]>,
+    partition: usize,
     pad: String,
     ids: Vec<String>,
     payloads: Vec<String>,
@@ -115,6 +121,8 @@ impl BatchWriter {
         BatchWriter {
             prefix: format!("{}-{}", plan.tag, plan.id),
             batch: plan.batch,
+            partitions: plan.partitions.clone(),
+            partition: 0,
             pad: "x".repeat(plan.payload_bytes as usize),
             ids: Vec::with_capacity(batch),
             payloads: Vec::with_capacity(batch),
@@ -122,7 +130,8 @@ impl BatchWriter {
         }
     }
 
-    fn write(&mut self, seq: u64, ts: Option<u64>) {
+    fn write(&mut self, seq: u64, partition: u32, ts: Option<u64>) {
+        self.partition = partition as usize;
         self.ids.clear();
         self.payloads.clear();
         self.hashes.clear();
@@ -138,19 +147,24 @@ impl BatchWriter {
     }
 
     fn produced(&self) -> Vec<Produced<'_>> {
+        let partition = self
+            .partitions
+            .get(self.partition)
+            .map_or(PARTITION, String::as_str);
         self.ids
             .iter()
             .zip(&self.payloads)
             .map(|(t, p)| Produced {
                 transaction_id: t,
                 payload_json: p,
+                partition,
             })
             .collect()
     }
 }
 
-/// One producer's connection and writer (a peer has no partitions: every batch goes to the
-/// queue).
+/// One producer's connection and writer (every batch goes to the peer's queue, naming the
+/// scenario's partition for a peer that keeps one).
 pub struct SqlProducer {
     client: Client,
     queue: Arc<PeerQueue>,
@@ -158,8 +172,8 @@ pub struct SqlProducer {
 }
 
 impl Produce for SqlProducer {
-    fn write(&mut self, seq: u64, _partition: u32, ts: Option<u64>) {
-        self.writer.write(seq, ts);
+    fn write(&mut self, seq: u64, partition: u32, ts: Option<u64>) {
+        self.writer.write(seq, partition, ts);
     }
 
     fn hashes(&self) -> &[TxnHash] {
@@ -265,8 +279,8 @@ impl Batch for &Consumed {
         &self.deliveries[i].transaction_id
     }
 
-    fn partition_id(&self, _i: usize) -> &str {
-        PARTITION
+    fn partition_id(&self, i: usize) -> &str {
+        self.deliveries[i].partition.as_deref().unwrap_or(PARTITION)
     }
 
     fn lease_id(&self, _i: usize) -> Option<&str> {
