@@ -1,15 +1,15 @@
 //! The sending half of peer notifications: events are collected here from the push, ack and
 //! pop paths (after their commits, never inside a data transaction), coalesced (one event per
-//! pushed partition per tick), and sent by one task on a dedicated connection as one
-//! autocommitted `SELECT pg_notify(channel, payload)` over the tick's payloads, each payload a
-//! batch of events. `NOTIFY` serialises committing transactions that notified on a global lock,
-//! so batching a tick's events into one statement keeps that lock off the data path and its
+//! pushed partition per send), and sent, at most one send per `MIN_GAP`, by one task on a
+//! dedicated connection as one autocommitted `SELECT pg_notify(channel, payload)` over a send's
+//! payloads, each payload a batch of events. `NOTIFY` serialises committing transactions that notified on a global lock,
+//! so batching a send's events into one statement keeps that lock off the data path and its
 //! cost per event small; the connection commits without waiting for the WAL flush
 //! (`synchronous_commit = off`: a notification lost in a crash only delays).
 //!
 //! Events are sent only while another broker was heard from within `PEER_TTL`: every broker
 //! says it is here once per `HEARTBEAT` (and at once to a broker it had not heard lately), so a
-//! broker alone costs its database one small commit a second, not one per tick of traffic.
+//! broker alone costs its database one small commit a second, not one per burst of traffic.
 //!
 //! Losing events only delays: the receiving brokers' reseed (`QUEEN_HOTLIST_RESEED_MS`) and
 //! their long-polls' re-checks find the partitions in PostgreSQL anyway.
@@ -35,8 +35,10 @@ pub const CHANNEL: &str = "queen_peer_ready";
 /// broker's sessions by name finds this one too).
 pub const SENDER_NAME: &str = "ackbench-peer-sender";
 
-/// How long the sender collects events after the first of a batch before it sends them.
-pub const TICK: Duration = Duration::from_millis(2);
+/// The least time between two sends: an event after a quiet spell goes at once, and under
+/// traffic each send carries what arrived since the last, so a broker commits at most 100
+/// notifications a second however busy it is.
+pub const MIN_GAP: Duration = Duration::from_millis(10);
 
 /// One statement, one commit, for every payload of a batch.
 const NOTIFY_ALL: &str = "SELECT pg_notify($1, payload) FROM unnest($2::text[]) AS payload";
@@ -164,7 +166,7 @@ pub async fn send_forever(outbox: Arc<Outbox>, database: tokio_postgres::Config)
     }
 }
 
-/// One connection's life: waits for a first event, lets the tick's others join it, sends.
+/// One connection's life: waits for a first event, waits out the gap since the last send, sends what arrived meanwhile.
 async fn send_on_one_connection(
     outbox: &Outbox,
     database: &tokio_postgres::Config,
@@ -184,10 +186,11 @@ async fn send_on_one_connection(
             .await
             .map_err(|e| e.to_string())?;
         let mut heartbeat = tokio::time::interval(HEARTBEAT);
+        let mut last_send = Instant::now() - MIN_GAP;
         loop {
             let events = tokio::select! {
                 _ = outbox.arrived.notified() => {
-                    tokio::time::sleep(TICK).await;
+                    tokio::time::sleep_until((last_send + MIN_GAP).into()).await;
                     outbox.take()
                 }
                 _ = heartbeat.tick() => vec![Event::Present],
@@ -204,6 +207,7 @@ async fn send_on_one_connection(
                 PeerStats::add(&outbox.stats.events_lost, carried as u64);
                 return Err(e.to_string());
             }
+            last_send = Instant::now();
             PeerStats::add(&outbox.stats.notifications_sent, payloads.len() as u64);
             PeerStats::add(&outbox.stats.events_sent, carried as u64);
         }
