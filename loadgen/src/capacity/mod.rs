@@ -148,7 +148,7 @@ pub fn stall_warning(s: &Scenario, slo_p99_ms: f64) -> Option<String> {
     let lanes = f64::from(s.queue.partitions.max(1)) * f64::from(c.pop_batch.max(1));
     let rate = 0.01 * lanes / (c.stall * lease);
     Some(format!(
-        "the scenario stalls {}% of popped batches past their {} s lease, holding the partition: above about {} msg/s more than 1% of messages wait behind a stall, so end-to-end p99 nears {} ms whatever the system does; p99 <= {} ms is the scenario's limit there, not the system's",
+        "the scenario stalls {}% of popped batches past their {} s lease, holding the partition: above about {} msg/s more than 1% of messages wait behind a stall, so end-to-end p99 nears {} ms whatever the system does: above that rate a step holds or fails on whether stalls fell in its window, and p99 <= {} ms is the scenario's limit there, not the system's",
         format_number(c.stall * 100.0),
         amount(lease),
         amount(rate.round()),
