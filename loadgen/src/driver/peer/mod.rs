@@ -386,6 +386,21 @@ fn ids_where<'a>(consumed: &'a Consumed, answers: &[Answer], which: Answer) -> V
         .collect()
 }
 
+/// The transactionIds one query's first column names (rows with none are skipped); `what`
+/// names the query in an error.
+async fn txn_column(
+    client: &tokio_postgres::Client,
+    sql: &str,
+    params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+    what: &str,
+) -> Result<Vec<String>, String> {
+    let rows = client.query(sql, params).await.map_err(db(what))?;
+    Ok(rows
+        .iter()
+        .filter_map(|r| r.get::<_, Option<String>>(0))
+        .collect())
+}
+
 fn db(context: &str) -> impl Fn(tokio_postgres::Error) -> String + '_ {
     move |e| match e.as_db_error() {
         Some(d) => format!("{context}: {}", d.message()),

@@ -24,7 +24,8 @@ use uuid::Uuid;
 
 use super::DURABLE_ACKS_ONLY;
 use super::{
-    db, ids_where, Answer, Answered, Asks, Consumed, Delivery, Peer, PeerQueue, Produced, Setup,
+    db, ids_where, txn_column, Answer, Answered, Asks, Consumed, Delivery, Peer, PeerQueue,
+    Produced, Setup,
 };
 use crate::driver::pending::Pending;
 use ackbench_reports::results::Promises;
@@ -323,17 +324,13 @@ pub async fn backlog(client: &Client, queue: &str) -> Result<i64, String> {
 
 /// The transactionIds pg-boss copied into the queue's dead-letter queue.
 pub async fn dead_letters(client: &Client, queue: &str) -> Result<Vec<String>, String> {
-    let rows = client
-        .query(
-            "SELECT data->>'txn' FROM pgboss.job WHERE name = $1",
-            &[&dead_letter_queue(queue)],
-        )
-        .await
-        .map_err(db("pgboss dead letters"))?;
-    Ok(rows
-        .iter()
-        .filter_map(|r| r.get::<_, Option<String>>(0))
-        .collect())
+    txn_column(
+        client,
+        "SELECT data->>'txn' FROM pgboss.job WHERE name = $1",
+        &[&dead_letter_queue(queue)],
+        "pgboss dead letters",
+    )
+    .await
 }
 
 /// pg-boss as a peer.

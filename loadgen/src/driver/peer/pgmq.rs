@@ -12,7 +12,8 @@ use tokio_postgres::Client;
 
 use super::DURABLE_ACKS_ONLY;
 use super::{
-    db, ids_where, Answer, Answered, Asks, Consumed, Delivery, Peer, PeerQueue, Produced, Setup,
+    db, ids_where, txn_column, Answer, Answered, Asks, Consumed, Delivery, Peer, PeerQueue,
+    Produced, Setup,
 };
 use crate::driver::pending::Pending;
 use ackbench_reports::results::Promises;
@@ -169,14 +170,8 @@ pub async fn archived(client: &Client, queue: &str) -> Result<Vec<String>, Strin
             "pgmq queue name `{queue}` is not a plain identifier"
         ));
     }
-    let rows = client
-        .query(&format!("SELECT message->>'txn' FROM pgmq.a_{queue}"), &[])
-        .await
-        .map_err(db("pgmq archive"))?;
-    Ok(rows
-        .iter()
-        .filter_map(|r| r.get::<_, Option<String>>(0))
-        .collect())
+    let sql = format!("SELECT message->>'txn' FROM pgmq.a_{queue}");
+    txn_column(client, &sql, &[], "pgmq archive").await
 }
 
 /// PGMQ as a peer.

@@ -20,7 +20,9 @@ use std::path::PathBuf;
 use tokio_postgres::types::Type;
 use tokio_postgres::Client;
 
-use super::{db, Answer, Answered, Asks, Consumed, Delivery, Peer, PeerQueue, Produced, Setup};
+use super::{
+    db, txn_column, Answer, Answered, Asks, Consumed, Delivery, Peer, PeerQueue, Produced, Setup,
+};
 use crate::driver::pending::Pending;
 use ackbench_reports::results::Promises;
 
@@ -271,18 +273,14 @@ pub async fn backlog(client: &Client, queue: &str) -> Result<i64, String> {
 
 /// The transactionIds of the jobs left `failed` (out of retries).
 pub async fn failed(client: &Client, queue: &str) -> Result<Vec<String>, String> {
-    let rows = client
-        .query(
-            "SELECT args->>'txn' FROM procrastinate_jobs \
-             WHERE queue_name = $1 AND status = 'failed'",
-            &[&queue],
-        )
-        .await
-        .map_err(db("procrastinate failed jobs"))?;
-    Ok(rows
-        .iter()
-        .filter_map(|r| r.get::<_, Option<String>>(0))
-        .collect())
+    txn_column(
+        client,
+        "SELECT args->>'txn' FROM procrastinate_jobs \
+         WHERE queue_name = $1 AND status = 'failed'",
+        &[&queue],
+        "procrastinate failed jobs",
+    )
+    .await
 }
 
 /// procrastinate as a peer.
