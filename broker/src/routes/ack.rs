@@ -150,3 +150,32 @@ pub fn explain_item(f: &Fields<'_>) -> Result<(), ApiError> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_written_answer_reads_as_the_results() {
+        let result = |index: usize, error: Option<&str>, flags: [bool; 4]| AckResult {
+            index,
+            transaction_id: format!("t\"{index}\u{e9}"),
+            success: flags[0],
+            error: error.map(str::to_string),
+            lease_released: flags[1],
+            dlq: flags[2],
+            noop: flags[3],
+        };
+        let results = vec![
+            result(0, None, [true, true, false, false]),
+            result(
+                1,
+                Some("invalid or expired lease"),
+                [false, false, false, false],
+            ),
+            result(2, None, [true, false, true, true]),
+        ];
+        let written: Vec<AckResult> = serde_json::from_slice(&answer_body(&results)).expect("JSON");
+        assert_eq!(written, results);
+    }
+}

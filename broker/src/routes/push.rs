@@ -541,3 +541,32 @@ fn original_of(
         _ => Some(items[i].message_id.to_string()),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_written_answer_reads_as_the_results() {
+        let item = |txn: &str, queue: &str| Item {
+            queue: queue.into(),
+            partition: "p".into(),
+            transaction_id: txn.into(),
+            message_id: Uuid::now_v7(),
+            payload: b"null".to_vec(),
+        };
+        let items = [
+            item("t-1", "q"),
+            item("t\"2\u{e9}", "q\\u"),
+            item("t-3", "q"),
+        ];
+        let settled = [
+            Settled::Queued,
+            Settled::Duplicate(Some(Uuid::now_v7())),
+            Settled::Duplicate(None),
+        ];
+        let written: Vec<PushResult> =
+            serde_json::from_slice(&answer_body(&items, &settled)).expect("JSON");
+        assert_eq!(written, results(&items, &settled));
+    }
+}
