@@ -53,6 +53,31 @@ enum Command {
     Plan(ackbench::sweep::options::PlanOptions),
 }
 
+impl Command {
+    /// Whether the command only reads files and prints (no sockets, no children; `history` may talk to PostgreSQL, so it is not one): such a
+    /// command may die of SIGPIPE when its reader goes away, as `head` expects.
+    fn only_prints(&self) -> bool {
+        matches!(
+            self,
+            Command::Report(_)
+                | Command::Gate(_)
+                | Command::Baseline(_)
+                | Command::Merge(_)
+                | Command::Plan(_)
+        )
+    }
+}
+
+/// Puts SIGPIPE back to its default action. Rust ignores it so that a write to a closed socket
+/// is an error, not a death; for a command that only prints, a closed stdout (`| head`) then
+/// panicked in `println!` instead of ending quietly as Unix tools do.
+fn quiet_on_closed_pipe() {
+    // SAFETY: called once at start, before any thread is spawned; SIG_DFL is a valid handler.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
 #[derive(clap::Args)]
 struct MergeArgs {
     /// The shards' output directories (each holds results.json and its ledger files).
@@ -104,6 +129,9 @@ struct ReportArgs {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if cli.command.only_prints() {
+        quiet_on_closed_pipe();
+    }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -313,3 +313,23 @@ fn a_server_that_asks_for_a_password_gets_told_the_url_lacks_one_or_has_a_wrong_
     }
     let _ = std::fs::remove_dir_all(dir);
 }
+
+#[test]
+fn a_reader_that_goes_away_ends_gate_quietly_without_a_panic() {
+    let fixture = workspace().join("reports/tests/fixtures/small-results.json");
+    // The reader is gone before the child starts, so its first line meets a closed pipe, as
+    // behind `| head -1` once head has its line.
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let o = Command::new(env!("CARGO_BIN_EXE_ackbench"))
+        .args(["gate", fixture.to_str().unwrap(), "--format", "markdown"])
+        .arg("--gates")
+        .arg(workspace().join("scenarios/smoke.toml"))
+        .stdout(writer)
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_ne!(o.status.code(), Some(101), "{stderr}");
+}
