@@ -42,6 +42,34 @@ pub fn written_results(out_dir: &Path, stderr: &str) -> ackbench_reports::result
     ackbench_reports::results::Results::from_json(&text).unwrap()
 }
 
+/// Runs `scenario_text` with `ackbench run` (results in `dir/out`), requires exit 0 and a first
+/// round whose audit accounts for every pushed message (acked, dead-lettered or dropped;
+/// nothing lost, nothing left undrained), and returns that round.
+pub fn a_round_that_lost_nothing(
+    dir: &Path,
+    scenario_text: &str,
+) -> ackbench_reports::results::RoundResults {
+    let out_dir = dir.join("out");
+    let Outcome {
+        code,
+        stdout,
+        stderr,
+    } = ackbench(
+        dir,
+        "run",
+        scenario_text,
+        &[OsStr::new("--out"), out_dir.as_os_str()],
+    );
+    let results = written_results(&out_dir, &stderr);
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    let round = results.cells[0].rounds[0].clone();
+    let a = &round.audit;
+    assert_eq!((a.lost, a.undrained), (0, 0), "{a:?}");
+    assert!(a.drained && a.pushed > 0, "{a:?}");
+    assert_eq!(a.acked + a.dead_lettered + a.dropped, a.pushed, "{a:?}");
+    round
+}
+
 /// What one `ackbench` invocation did.
 pub struct Outcome {
     /// The exit code (-1 when killed by a signal).

@@ -4,7 +4,7 @@
 
 use std::ffi::OsStr;
 
-use crate::common::{ackbench, one_real_run_at_a_time, temp_dir, written_results, Outcome};
+use crate::common::{a_round_that_lost_nothing, ackbench, one_real_run_at_a_time, temp_dir};
 
 /// One cell, a 9 s window: the broker killed at 2 s (down 500 ms), the consumers frozen at 5 s
 /// for 1.5 s, longer than their 1 s lease.
@@ -46,24 +46,8 @@ duration_ms = 1500
 fn a_killed_broker_and_frozen_consumers_lose_nothing_and_are_recorded() {
     let _real_run = one_real_run_at_a_time();
     let dir = temp_dir("faults", "e2e");
-    let out_dir = dir.join("out");
-    let Outcome {
-        code,
-        stdout,
-        stderr,
-    } = ackbench(
-        &dir,
-        "run",
-        SCENARIO,
-        &[OsStr::new("--out"), out_dir.as_os_str()],
-    );
-    let results = written_results(&out_dir, &stderr);
-    assert_eq!(code, 0, "{stdout}\n{stderr}");
-    let round = &results.cells[0].rounds[0];
+    let round = &a_round_that_lost_nothing(&dir, SCENARIO);
     let a = &round.audit;
-    assert_eq!((a.lost, a.undrained), (0, 0), "{a:?}");
-    assert!(a.drained && a.pushed > 0, "{a:?}");
-    assert_eq!(a.acked + a.dead_lettered + a.dropped, a.pushed, "{a:?}");
     assert!(a.duplicates <= a.pushed, "duplicates bounded: {a:?}");
     let kinds: Vec<&str> = round.faults.iter().map(|f| f.kind.as_str()).collect();
     assert_eq!(
@@ -149,24 +133,7 @@ restart_after_ms = 500
 fn a_broker_killed_among_three_round_robin_loses_nothing_while_the_others_serve() {
     let _real_run = one_real_run_at_a_time();
     let dir = temp_dir("faults", "three-brokers");
-    let out_dir = dir.join("out");
-    let Outcome {
-        code,
-        stdout,
-        stderr,
-    } = ackbench(
-        &dir,
-        "run",
-        THREE_BROKERS,
-        &[OsStr::new("--out"), out_dir.as_os_str()],
-    );
-    let results = written_results(&out_dir, &stderr);
-    assert_eq!(code, 0, "{stdout}\n{stderr}");
-    let round = &results.cells[0].rounds[0];
-    let a = &round.audit;
-    assert_eq!((a.lost, a.undrained), (0, 0), "{a:?}");
-    assert!(a.drained && a.pushed > 0, "{a:?}");
-    assert_eq!(a.acked + a.dead_lettered + a.dropped, a.pushed, "{a:?}");
+    let round = &a_round_that_lost_nothing(&dir, THREE_BROKERS);
     assert_eq!(round.faults.len(), 1, "{:?}", round.faults);
     let kill = &round.faults[0];
     assert_eq!(kill.kind, "kill_broker");

@@ -6,7 +6,9 @@
 
 use std::ffi::OsStr;
 
-use crate::common::{ackbench, one_real_run_at_a_time, temp_dir, written_results, Outcome};
+use crate::common::{
+    a_round_that_lost_nothing, ackbench, one_real_run_at_a_time, temp_dir, written_results,
+};
 
 /// One cell, an 18 s window, a fault every 2-4 s, each short enough to recover before the next
 /// (the failover 4 s after the pause, so the pause's dip does not set its recovery level).
@@ -63,24 +65,7 @@ at_secs = 13
 fn database_side_faults_with_a_sync_standby_lose_nothing_and_each_recovers() {
     let _real_run = one_real_run_at_a_time();
     let dir = temp_dir("faults-db", "e2e");
-    let out_dir = dir.join("out");
-    let Outcome {
-        code,
-        stdout,
-        stderr,
-    } = ackbench(
-        &dir,
-        "run",
-        SCENARIO,
-        &[OsStr::new("--out"), out_dir.as_os_str()],
-    );
-    let results = written_results(&out_dir, &stderr);
-    assert_eq!(code, 0, "{stdout}\n{stderr}");
-    let round = &results.cells[0].rounds[0];
-    let a = &round.audit;
-    assert_eq!((a.lost, a.undrained), (0, 0), "{a:?}");
-    assert!(a.drained && a.pushed > 0, "{a:?}");
-    assert_eq!(a.acked + a.dead_lettered + a.dropped, a.pushed, "{a:?}");
+    let round = &a_round_that_lost_nothing(&dir, SCENARIO);
     let kinds: Vec<&str> = round.faults.iter().map(|f| f.kind.as_str()).collect();
     assert_eq!(
         kinds,
