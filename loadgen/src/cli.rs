@@ -162,7 +162,11 @@ pub async fn run(opts: RunOptions) -> u8 {
         settlement: settlement.as_ref(),
         seed,
         gates: judged_gates,
-        max_rounds: if results.complete { opts.confirm } else { 0 },
+        max_rounds: if results.complete {
+            scenario.run.confirm
+        } else {
+            0
+        },
     };
     let eval = match run::confirm::confirm(&confirmation, &mut results, &cancel).await {
         Ok(eval) => eval,

@@ -98,9 +98,9 @@ pub struct RunOptions {
     #[arg(long, value_name = "ADDR")]
     pub metrics_listen: Option<String>,
     /// When a gate's interval straddles its bound, run the cells it judges up to N more rounds
-    /// (re-judging after each) before deciding.
-    #[arg(long, value_name = "N", default_value_t = 0)]
-    pub confirm: u32,
+    /// (re-judging after each) before deciding (default: the scenario's `[run] confirm`, or 0).
+    #[arg(long, value_name = "N")]
+    pub confirm: Option<u32>,
     /// An inconclusive gate fails the run (exit 1) instead of being reported and passed.
     #[arg(long)]
     pub strict: bool,
@@ -121,6 +121,7 @@ impl RunOptions {
             duration_secs: self.duration,
             warmup_secs: self.warmup,
             seed: self.target.seed,
+            confirm: self.confirm,
         }
     }
 }
@@ -193,6 +194,7 @@ impl CapacityOptions {
             duration_secs: self.step_secs,
             warmup_secs: self.warmup,
             seed: self.target.seed,
+            confirm: None,
         }
     }
 }

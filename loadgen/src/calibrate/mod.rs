@@ -57,9 +57,9 @@ pub struct CalibrateOptions {
     #[arg(long, value_name = "US", default_value_t = regression::DEFAULT_EXTRA_COST_US)]
     pub extra_cost_us: u64,
     /// As `run --confirm N`: a gate inconclusive in a run gets up to N more rounds of its
-    /// cells before that run's verdict is counted.
-    #[arg(long, value_name = "N", default_value_t = 0)]
-    pub confirm: u32,
+    /// cells before that run's verdict is counted (default: the scenario's `[run] confirm`).
+    #[arg(long, value_name = "N")]
+    pub confirm: Option<u32>,
     /// The broker binary to start per cell (default: beside this executable).
     #[arg(long)]
     pub broker_bin: Option<PathBuf>,
@@ -136,7 +136,11 @@ async fn calibrate(opts: &CalibrateOptions) -> Result<Calibration, String> {
                 settlement: &Whole,
                 seed: run_seed,
                 gates: &scenario.gates,
-                max_rounds: if results.complete { opts.confirm } else { 0 },
+                max_rounds: if results.complete {
+                    scenario.run.confirm
+                } else {
+                    0
+                },
             };
             let eval = confirm(&confirmation, &mut results, &cancel).await?;
             record(
@@ -183,6 +187,7 @@ fn load(opts: &CalibrateOptions) -> Result<Scenario, String> {
             duration_secs: opts.duration,
             warmup_secs: opts.warmup,
             seed: opts.seed,
+            confirm: opts.confirm,
             ..Default::default()
         })
         .map_err(|e| e.to_string())?;

@@ -86,6 +86,8 @@ pub struct Overrides {
     pub duration_secs: Option<f64>,
     pub warmup_secs: Option<f64>,
     pub seed: Option<u64>,
+    /// `--confirm N`: the most extra rounds for an inconclusive gate (`[run] confirm`).
+    pub confirm: Option<u32>,
 }
 
 impl Scenario {
@@ -172,6 +174,7 @@ impl Scenario {
         self.faults = self.faults.iter().map(|f| f.in_window(window)).collect();
         run.warmup_secs = o.warmup_secs.unwrap_or(run.warmup_secs);
         run.seed = o.seed.or(run.seed);
+        run.confirm = o.confirm.unwrap_or(run.confirm);
     }
 
     /// The lease each pop takes, in seconds (`consumers.lease_seconds`, else the queue's).

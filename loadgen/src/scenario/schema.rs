@@ -535,6 +535,9 @@ pub struct Run {
     pub peers: Vec<Cell>,
     /// Seed of every random choice; absent = chosen at start and recorded.
     pub seed: Option<u64>,
+    /// Most extra rounds of a gate's cells while its interval straddles its bound (what
+    /// `--confirm N` sets; the flag wins). Default 0.
+    pub confirm: u32,
 }
 
 impl Default for Run {
@@ -547,6 +550,7 @@ impl Default for Run {
             cells: Cell::ALL.to_vec(),
             peers: Vec::new(),
             seed: None,
+            confirm: 0,
         }
     }
 }

@@ -435,6 +435,7 @@ fn check_run(r: &Run, loc: &Locator) -> Check {
         MAX_SECS,
     )?;
     between(loc, "run.rounds", r.rounds, 1, 1000)?;
+    between(loc, "run.confirm", r.confirm, 0, 1000)?;
     check_cells(&r.cells).map_err(|(index, message)| {
         let key = index.map_or("run.cells".to_string(), |i| format!("run.cells[{i}]"));
         loc.invalid(&key, format!("{key}: {message}"))

@@ -89,6 +89,7 @@ impl SweepOptions {
             duration_secs: self.step_secs,
             warmup_secs: self.warmup,
             seed: self.target.seed,
+            confirm: None,
         }
     }
 }

@@ -1,4 +1,5 @@
-//! `ackbench run --confirm N` and `--strict` through the binary. Two cells pushed at the same
+//! `ackbench run --confirm N` (here the scenario's `[run] confirm`) and `--strict` through the
+//! binary. Two cells pushed at the same
 //! open-loop rate have a push-throughput ratio of 1 within noise, and the noise is made large on
 //! purpose: each producer sends a batch of 50 every 667 ms, so a second holds one or two of its
 //! batches and the per-second samples swing by a third. A gate bounding the ratio at 1.0 then
@@ -31,6 +32,7 @@ drain_timeout_secs = 20
 rounds = 1
 cells = ["registry", "none"]
 seed = 11
+confirm = 1
 [[gates]]
 name = "pushes keep pace"
 kind = "ratio"
@@ -58,12 +60,8 @@ fn an_inconclusive_gate_is_confirmed_with_more_rounds_and_fails_only_when_strict
     let _real_run = one_real_run_at_a_time();
     let dir = temp_dir("confirm", "straddle");
     let out = dir.join("out");
-    let args = [
-        OsStr::new("--out"),
-        out.as_os_str(),
-        OsStr::new("--confirm"),
-        OsStr::new("1"),
-    ];
+    // The scenario's `[run] confirm = 1` asks for the extra round (`--confirm 1` would too).
+    let args = [OsStr::new("--out"), out.as_os_str()];
     let Outcome {
         code,
         stdout,

@@ -255,7 +255,7 @@ fn minimal_file_gets_the_documented_defaults() {
         (5.0, 30.0, 3)
     );
     assert_eq!(s.run.cells, Cell::ALL.to_vec());
-    assert_eq!(s.run.seed, None);
+    assert_eq!((s.run.seed, s.run.confirm), (None, 0));
     assert!(s.broker.env.is_empty() && s.broker.pool_size.is_none());
     assert!(s.gates.is_empty());
     assert!(s.source_text.contains("smallest scenario"));
@@ -530,13 +530,14 @@ fn overrides_apply() {
         duration_secs: Some(3.5),
         warmup_secs: Some(0.0),
         seed: Some(7),
+        confirm: Some(2),
     };
     s.apply_overrides(&overrides).unwrap();
     assert_eq!(
         s.run.cells,
         vec![Cell::RegistryFusion, Cell::None, Cell::Registry]
     );
-    assert_eq!((s.run.rounds, s.run.seed), (2, Some(7)));
+    assert_eq!((s.run.rounds, s.run.seed, s.run.confirm), (2, Some(7), 2));
     assert_eq!((s.run.duration_secs, s.run.warmup_secs), (3.5, 0.0));
     s.apply_overrides(&Overrides::default()).unwrap();
     assert_eq!(s.run.rounds, 2);
