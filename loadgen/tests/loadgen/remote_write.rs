@@ -1,7 +1,8 @@
 //! Live metrics pushed to a Prometheus remote-write endpoint (`ackbench run --metrics-push URL`)
 //! through the binary: a real Prometheus server (Debian's `prometheus`, its remote-write
 //! receiver on) holds the series of a short smoke run afterwards, counters, histogram buckets
-//! and the audit's final word among them; a bad URL or interval is refused with exit 2.
+//! and the audit's final word among them; a run whose pushes all fail passes and counts them;
+//! a bad URL or interval is refused with exit 2.
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -138,6 +139,41 @@ fn a_real_prometheus_receives_a_runs_pushed_series() {
         "the last push saw the round finished"
     );
     drop(prometheus);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_run_whose_pushes_all_fail_still_passes_and_says_how_many_failed() {
+    let _real_run = one_real_run_at_a_time();
+    let dir = temp_dir("remote-write", "unreachable");
+    let closed = free_port();
+    let url = format!("http://127.0.0.1:{closed}/api/v1/write");
+    let mut child = start_pushing_smoke(&dir, &url);
+    let code = wait_exit(&mut child);
+    let stderr = std::fs::read_to_string(dir.join("stderr")).unwrap();
+    let stdout = std::fs::read_to_string(dir.join("stdout")).unwrap();
+    assert_eq!(
+        code, 0,
+        "failed pushes do not fail the run; stderr:\n{stderr}"
+    );
+    let logged = stderr
+        .lines()
+        .filter(|l| l.starts_with(&format!("ackbench: metrics push to {url} failed")))
+        .filter(|l| l.contains("cannot connect"))
+        .count();
+    let tally = stdout
+        .lines()
+        .find(|l| l.starts_with("metrics push:"))
+        .unwrap_or_else(|| panic!("the summary tells the pushes:\n{stdout}"));
+    assert!(
+        logged >= 4,
+        "each failed push is logged with its cause:\n{stderr}"
+    );
+    assert_eq!(
+        tally,
+        format!("metrics push: {logged} push(es) to {url}, {logged} failed"),
+        "stderr:\n{stderr}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 
