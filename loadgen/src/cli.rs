@@ -87,6 +87,16 @@ pub async fn run(opts: RunOptions) -> u8 {
             return fail(&e);
         }
     }
+    let metrics_push = match opts.metrics_push.as_deref() {
+        Some(url) => {
+            let run_id = opts.run_id.clone().unwrap_or_else(|| run_id_of(&out_dir));
+            match push_live_metrics(url, opts.metrics_push_interval, &run_id) {
+                Ok(pushing) => Some(pushing),
+                Err(e) => return fail(&e),
+            }
+        }
+        None => None,
+    };
     let _out_guard = match RunDir::create(&out_dir) {
         Ok(guard) => guard,
         Err(e) => return fail(&e),
@@ -173,11 +183,18 @@ pub async fn run(opts: RunOptions) -> u8 {
         Err(e) => return fail(&e),
     };
     drop(env);
+    let push_tally = match metrics_push {
+        Some(pushing) => Some(pushing.finish().await),
+        None => None,
+    };
     results.gates = eval.verdicts.clone();
     if let Err(e) = write_outputs(&results, &out_dir) {
         return fail(&e);
     }
     print_summary(&results);
+    if let Some(tally) = push_tally {
+        println!("{tally}");
+    }
     println!("\n{}", gates::table(&eval));
     if let Some(line) = eval.inconclusive_line(opts.strict) {
         println!("{line}");
@@ -203,6 +220,27 @@ fn serve_live_metrics(addr: &str, run_id: &str) -> Result<(), String> {
     let local = crate::live::server::serve(listener, board)?;
     eprintln!("ackbench: live metrics at http://{local}/metrics (run_id {run_id})");
     Ok(())
+}
+
+/// Starts pushing the run's live metrics to the remote-write endpoint `url` every
+/// `interval_secs`, labelled `run_id`; a bad URL or interval is an error naming it.
+fn push_live_metrics(
+    url: &str,
+    interval_secs: f64,
+    run_id: &str,
+) -> Result<crate::live::remote_write::Pushing, String> {
+    use crate::live::remote_write;
+    let endpoint = remote_write::Endpoint::parse(url)?;
+    if !(interval_secs.is_finite() && interval_secs >= 0.1) {
+        return Err(format!(
+            "--metrics-push-interval {interval_secs}: give seconds, at least 0.1"
+        ));
+    }
+    let interval = std::time::Duration::from_secs_f64(interval_secs);
+    let board = crate::live::Board::install(run_id);
+    let source = Box::new(move || board.samples());
+    eprintln!("ackbench: live metrics pushed to {url} every {interval_secs} s (run_id {run_id})");
+    Ok(remote_write::start(endpoint, interval, source))
 }
 
 /// The run id live metrics carry without `--run-id`: the output directory's name.

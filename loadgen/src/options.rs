@@ -97,6 +97,20 @@ pub struct RunOptions {
     /// markers); ADDR is IP:PORT, e.g. 127.0.0.1:9464 (see deploy/grafana/ackbench.json).
     #[arg(long, value_name = "ADDR")]
     pub metrics_listen: Option<String>,
+    /// Push the same live series to a Prometheus remote-write endpoint (protocol 1.0) every
+    /// --metrics-push-interval seconds and once when the run ends, e.g.
+    /// http://prometheus:9090/api/v1/write (plain HTTP); a failed push is logged and counted,
+    /// never fatal.
+    #[arg(long, value_name = "URL")]
+    pub metrics_push: Option<String>,
+    /// Seconds between two pushes of --metrics-push.
+    #[arg(
+        long,
+        value_name = "SECS",
+        default_value_t = 5.0,
+        requires = "metrics_push"
+    )]
+    pub metrics_push_interval: f64,
     /// When a gate's interval straddles its bound, run the cells it judges up to N more rounds
     /// (re-judging after each) before deciding (default: the scenario's `[run] confirm`, or 0).
     #[arg(long, value_name = "N")]

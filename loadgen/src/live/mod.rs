@@ -1,6 +1,8 @@
 //! Live metrics of a run (`ackbench run --metrics-listen ADDR`): a Prometheus text endpoint
 //! (`server`) serving, per cell and round, what the workers count as they go (`metrics`, in the
-//! text format of `exposition`), labelled with the run id, scenario, cell and round.
+//! text format of `exposition`), labelled with the run id, scenario, cell and round; and, with
+//! `--metrics-push URL`, the same samples pushed to a Prometheus remote-write endpoint
+//! (`remote_write`).
 //!
 //! The run tells the board what happens through the hooks below (a cell round started, a
 //! second of the window sampled, a fault began or ended, the window closed, the round was
@@ -11,6 +13,7 @@
 
 pub mod exposition;
 pub mod metrics;
+pub mod remote_write;
 pub mod server;
 
 use std::sync::{Arc, Mutex, OnceLock};
@@ -55,15 +58,20 @@ impl Board {
 
     /// The exposition text now: every finished cell round's samples and the running one's.
     pub fn scrape(&self) -> String {
-        let state = self.state.lock().expect("live board lock");
         let mut e = Exposition::default();
-        for samples in &state.finished {
-            e.extend(samples);
-        }
-        if let Some(current) = &state.current {
-            e.extend(&current.samples(true, None));
-        }
+        e.extend(&self.samples());
         e.text()
+    }
+
+    /// Every sample now: the finished cell rounds' and the running one's (what a scrape
+    /// writes, and what a remote-write push sends).
+    pub fn samples(&self) -> Vec<Sample> {
+        let state = self.state.lock().expect("live board lock");
+        let mut all: Vec<Sample> = state.finished.iter().flatten().cloned().collect();
+        if let Some(current) = &state.current {
+            all.extend(current.samples(true, None));
+        }
+        all
     }
 }
 

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::common::{ackbench, one_real_run_at_a_time, temp_dir};
 
-fn workspace() -> PathBuf {
+pub(super) fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
         .unwrap()
@@ -21,7 +21,7 @@ fn workspace() -> PathBuf {
 }
 
 /// A port free on the loopback interface now.
-fn free_port() -> u16 {
+pub(super) fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -116,7 +116,7 @@ fn scrape_until_exit(child: &mut Child, port: u16) -> (i32, Vec<(f64, String)>) 
     }
 }
 
-fn unix_now() -> f64 {
+pub(super) fn unix_now() -> f64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap()
@@ -304,9 +304,9 @@ fn every_metric_the_dashboard_queries_is_exported_by_a_run() {
 
 /// A Prometheus server on a free port with its own storage, scraping `target` every second;
 /// killed when dropped.
-struct Prometheus {
-    child: Child,
-    port: u16,
+pub(super) struct Prometheus {
+    pub(super) child: Child,
+    pub(super) port: u16,
 }
 
 impl Prometheus {
@@ -343,7 +343,7 @@ impl Prometheus {
         prometheus
     }
 
-    fn wait_ready(&self, dir: &Path) {
+    pub(super) fn wait_ready(&self, dir: &Path) {
         let deadline = Instant::now() + Duration::from_secs(30);
         while Instant::now() < deadline {
             if http_get(self.port, "/-/ready").is_some_and(|(head, _)| head.contains(" 200")) {
@@ -356,7 +356,7 @@ impl Prometheus {
     }
 
     /// The answer of an instant query at `time` (UNIX seconds), as JSON.
-    fn query(&self, promql: &str, time: f64) -> serde_json::Value {
+    pub(super) fn query(&self, promql: &str, time: f64) -> serde_json::Value {
         let encoded =
             percent_encoding::utf8_percent_encode(promql, percent_encoding::NON_ALPHANUMERIC);
         let target = format!("/api/v1/query?query={encoded}&time={time:.3}");
@@ -395,7 +395,7 @@ fn body_of(head: &str, body: &str) -> String {
 }
 
 /// The path of `program` on the PATH.
-fn which(program: &str) -> Option<PathBuf> {
+pub(super) fn which(program: &str) -> Option<PathBuf> {
     std::env::var_os("PATH").and_then(|paths| {
         std::env::split_paths(&paths)
             .map(|p| p.join(program))

@@ -4,9 +4,10 @@
 //! workspace's broker (`end_to_end`), fault steps in such runs (`faults`), and Queen MQ's wire
 //! from its recorded answers (`queen_target`), several brokers per cell (`topology`), and a run
 //! split into shards and merged back (`shards`), runs kept in a history and searched for change
-//! points (`trend`), live metrics scraped by Prometheus (`live`), the endurance fault that holds
-//! back the xmin horizon (`endurance`), a gate calibration (`calibrate`) and more rounds for an
-//! inconclusive gate (`confirm`). Shared helpers live in `tests/common`.
+//! points (`trend`), live metrics scraped by Prometheus (`live`) and pushed to it
+//! (`remote_write`), the endurance fault that holds back the xmin horizon (`endurance`), a gate
+//! calibration (`calibrate`) and more rounds for an inconclusive gate (`confirm`). Shared
+//! helpers live in `tests/common`.
 
 #[path = "../common/mod.rs"]
 mod common;
@@ -25,6 +26,7 @@ mod guarantees;
 mod house;
 mod live;
 mod queen_target;
+mod remote_write;
 mod scenario_parsing;
 mod shards;
 mod sweep;
