@@ -15,6 +15,7 @@ pub mod capacity;
 pub mod cli;
 pub mod client;
 pub mod driver;
+pub mod duration_arg;
 pub mod gates;
 pub mod history;
 pub mod lifecycle;

@@ -66,8 +66,8 @@ pub struct RunOptions {
     /// Interleaved rounds.
     #[arg(long)]
     pub rounds: Option<u32>,
-    /// Measured window per cell and round, in seconds.
-    #[arg(long)]
+    /// Measured window per cell and round: seconds, or a number with s, m or h (30m, 2h).
+    #[arg(long, value_parser = crate::duration_arg::parse_secs)]
     pub duration: Option<f64>,
     /// Warm-up before each window, in seconds.
     #[arg(long)]
@@ -259,6 +259,18 @@ mod tests {
         );
         assert_eq!(ov.seed, Some(9));
         assert!(o.target.keep_databases && o.target.broker_url.is_none());
+    }
+
+    #[test]
+    fn a_soak_duration_reads_in_hours_or_minutes() {
+        let ov = |d: &str| {
+            Run::parse_from(["run", "s.toml", "--duration", d])
+                .options
+                .overrides()
+        };
+        assert_eq!(ov("2h").duration_secs, Some(7200.0));
+        assert_eq!(ov("30m").duration_secs, Some(1800.0));
+        assert!(Run::try_parse_from(["run", "s.toml", "--duration", "2d"]).is_err());
     }
 
     #[test]

@@ -564,6 +564,47 @@ pub struct RoundResults {
     /// drain), answers per departure; empty when they did not.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub wire_variants: BTreeMap<String, u64>,
+    /// Per minute of a long window (longer than `MINUTES_AFTER_SECS`): the figures over time;
+    /// empty for a shorter one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub minutes: Vec<MinuteSample>,
+}
+
+/// A measured window longer than this many seconds records its figures per minute.
+pub const MINUTES_AFTER_SECS: f64 = 120.0;
+
+/// One minute of a long measured window (the last one may be shorter): achieved rates,
+/// latency percentiles per operation from that minute's samples alone, the backlog and the
+/// load generator's resident memory at its end. A figure that could not be read is NaN,
+/// written as `null`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct MinuteSample {
+    /// The minute's number, from 1.
+    pub minute: u32,
+    /// Its end, in seconds since the window's start, and its length in seconds.
+    pub t: f64,
+    pub secs: f64,
+    /// Messages per second pushed, popped and acked over the minute.
+    pub pushed: f64,
+    pub popped: f64,
+    pub acked: f64,
+    /// Requests that failed in the minute.
+    pub errors: f64,
+    /// (message, group) obligations outstanding at the minute's end.
+    pub backlog: f64,
+    /// Latency of the minute by operation (push, pop, ack, e2e, ...).
+    pub latency: BTreeMap<String, MinuteLatency>,
+    /// The load generator's resident memory at the minute's end, in MiB (`VmRSS`).
+    #[serde(deserialize_with = "crate::stats::nullable")]
+    pub rss_mib: f64,
+}
+
+/// One operation's latency over one minute, in milliseconds.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Default)]
+pub struct MinuteLatency {
+    pub count: u64,
+    pub p50_ms: f64,
+    pub p99_ms: f64,
 }
 
 /// One fault step as it happened in a round's window.
@@ -967,6 +1008,7 @@ mod tests {
             histograms: BTreeMap::new(),
             faults: Vec::new(),
             wire_variants: BTreeMap::new(),
+            minutes: Vec::new(),
         };
         let v = serde_json::to_value(&r).unwrap();
         assert_eq!(v["acked_messages"], 10.0);
@@ -1003,6 +1045,7 @@ mod tests {
             histograms: BTreeMap::new(),
             faults: Vec::new(),
             wire_variants: BTreeMap::new(),
+            minutes: Vec::new(),
         };
         let mut v = serde_json::to_value(&r).unwrap();
         v.as_object_mut()

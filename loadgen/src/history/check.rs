@@ -65,6 +65,16 @@ pub fn check(
     pushed: &dyn Fn(&TxnHash) -> Pushed,
     queue_lease_ms: u32,
 ) -> Findings {
+    check_deliveries(history, &|d: &Delivery| pushed(&d.txn), queue_lease_ms)
+}
+
+/// `check`, asking what became of a message's push by its delivery (whose origin finds a
+/// message the ledger retired).
+pub fn check_deliveries(
+    history: &[Delivery],
+    pushed: &dyn Fn(&Delivery) -> Pushed,
+    queue_lease_ms: u32,
+) -> Findings {
     let mut f = Findings::default();
     check_pushes(history, pushed, &mut f);
     check_regressions(history, &mut f);
@@ -97,13 +107,13 @@ fn secs(t: Micros) -> String {
 
 /// `unexpected` and `recovered`: distinct (group, message) pairs delivered that no push sent,
 /// or whose push failed on the client.
-fn check_pushes(history: &[Delivery], pushed: &dyn Fn(&TxnHash) -> Pushed, f: &mut Findings) {
+fn check_pushes(history: &[Delivery], pushed: &dyn Fn(&Delivery) -> Pushed, f: &mut Findings) {
     let mut seen: HashMap<u16, TxnSet> = HashMap::new();
     for d in history {
         if !seen.entry(d.group).or_default().insert(d.txn) {
             continue;
         }
-        match pushed(&d.txn) {
+        match pushed(d) {
             Pushed::Booked => {}
             Pushed::Never => f.count("unexpected", || {
                 format!(
@@ -283,7 +293,7 @@ fn check_stale_acks(window: &[&Delivery], holds: &[Hold], f: &mut Findings) {
 /// `order_violations` and `reorderings_across_leases`, over the first deliveries of one window
 /// (a message's deliveries all fall in its partition's window) by producer. Messages of a
 /// failed push, or of no known producer, are not judged.
-fn check_order(window: &[&Delivery], pushed: &dyn Fn(&TxnHash) -> Pushed, f: &mut Findings) {
+fn check_order(window: &[&Delivery], pushed: &dyn Fn(&Delivery) -> Pushed, f: &mut Findings) {
     let mut firsts: ByTxn<&Delivery> = ByTxn::default();
     for d in window {
         let first = firsts.entry(d.txn).or_insert(d);
@@ -293,7 +303,7 @@ fn check_order(window: &[&Delivery], pushed: &dyn Fn(&TxnHash) -> Pushed, f: &mu
     }
     let mut by_producer: HashMap<u64, Vec<&Delivery>> = HashMap::new();
     for d in firsts.into_values() {
-        if d.producer != 0 && pushed(&d.txn) == Pushed::Booked {
+        if d.producer != 0 && pushed(d) == Pushed::Booked {
             by_producer.entry(d.producer).or_default().push(d);
         }
     }

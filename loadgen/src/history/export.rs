@@ -11,7 +11,6 @@ use serde::Serialize;
 
 use super::{Delivery, History, Micros, NEVER};
 use crate::workload::ledger::{Ledger, Pushed};
-use ackbench_wire::TxnHash;
 
 #[derive(Serialize)]
 struct Line<'a> {
@@ -56,7 +55,7 @@ pub fn write_lines(
     cell: &str,
     round: u32,
     history: &[Delivery],
-    pushed: &dyn Fn(&TxnHash) -> Pushed,
+    pushed: &dyn Fn(&Delivery) -> Pushed,
 ) -> std::io::Result<()> {
     for d in history {
         let line = Line {
@@ -80,7 +79,7 @@ pub fn write_lines(
             pop_answered_us: d.pop_answered,
             ack_sent_us: at(d.ack_sent),
             ack_answered_us: at(d.ack_answered),
-            pushed: match pushed(&d.txn) {
+            pushed: match pushed(d) {
                 Pushed::Booked => "booked",
                 Pushed::Failed => "failed",
                 Pushed::Never => "never",
@@ -106,7 +105,7 @@ pub fn append(
         .open(path)
         .map_err(|e| format!("--history {}: {e}", path.display()))?;
     let mut out = std::io::BufWriter::new(file);
-    let pushed = |t: &TxnHash| ledger.push_of(t);
+    let pushed = |d: &Delivery| ledger.push_of_from(&d.txn, super::origin(d).as_ref());
     history
         .inspect(|history| write_lines(&mut out, cell, round, history, &pushed))
         .and_then(|_| out.flush())

@@ -20,6 +20,7 @@ use ackbench_wire::TxnHash;
 use xxhash_rust::xxh3::xxh3_64;
 
 use crate::workload::ledger::Ledger;
+use crate::workload::retired::Origin;
 
 /// Microseconds since the history's start; `NEVER` when the event did not happen.
 pub type Micros = u64;
@@ -246,8 +247,9 @@ pub fn judge(
     promises: Promises,
     queue_lease_ms: u32,
 ) {
-    let pushed = |t: &TxnHash| ledger.push_of(t);
-    let findings = history.inspect(|history| check::check(history, &pushed, queue_lease_ms));
+    let pushed = |d: &Delivery| ledger.push_of_from(&d.txn, origin(d).as_ref());
+    let findings =
+        history.inspect(|history| check::check_deliveries(history, &pushed, queue_lease_ms));
     audit.history_checked = true;
     audit.promises = promises;
     audit.unexpected = findings.unexpected;
@@ -261,18 +263,19 @@ pub fn judge(
 }
 
 /// The producer, push number and place in the push of a transactionId this load generator
-/// wrote (`{tag}-{producer}-{seq}-{index}`); `(0, 0, 0)` for any other.
+/// wrote (`{tag}-{producer}-{seq}-{index}`, numbers in canonical form); `(0, 0, 0)` for any
+/// other.
 pub fn producer_order(transaction_id: &str) -> (u64, u64, u32) {
-    let mut parts = transaction_id.rsplitn(3, '-');
-    let (Some(index), Some(seq), Some(prefix)) = (parts.next(), parts.next(), parts.next()) else {
-        return (0, 0, 0);
-    };
-    match (index.parse::<u32>(), seq.parse::<u64>()) {
-        (Ok(index), Ok(seq)) if !prefix.is_empty() => {
-            (xxh3_64(prefix.as_bytes()).max(1), seq, index)
-        }
-        _ => (0, 0, 0),
-    }
+    Origin::of(transaction_id).map_or((0, 0, 0), |o| (o.producer, o.seq, o.index))
+}
+
+/// The origin of a delivery's message, as the ledger knows it (`None`: no producer of ours).
+pub fn origin(d: &Delivery) -> Option<Origin> {
+    (d.producer != 0).then_some(Origin {
+        producer: d.producer,
+        seq: d.seq,
+        index: d.index,
+    })
 }
 
 #[cfg(test)]

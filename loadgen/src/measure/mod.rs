@@ -5,6 +5,7 @@
 pub mod broker_metrics;
 pub mod figures;
 pub mod latency;
+pub mod minutes;
 pub mod pg_counters;
 pub mod process_tree;
 pub mod vacuum;

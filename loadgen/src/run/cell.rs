@@ -6,7 +6,9 @@
 
 use tokio::sync::watch;
 
-use ackbench_reports::results::{Audit, BrokerFigures, FaultEvent, RoundResults, SecondSample};
+use ackbench_reports::results::{
+    Audit, BrokerFigures, FaultEvent, MinuteSample, RoundResults, SecondSample, MINUTES_AFTER_SECS,
+};
 use ackbench_reports::stats::encode_histogram;
 
 use crate::driver::{self, system::Installed, system::Site};
@@ -20,6 +22,7 @@ use crate::lifecycle::CellRound;
 use crate::live;
 use crate::measure::broker_metrics::{self, Scrape};
 use crate::measure::figures::{derive, per_broker, BrokerWindow, WindowDeltas};
+use crate::measure::minutes::{self, MinuteClock, Reading, MINUTE_SECS};
 use crate::measure::pg_counters::PgSnapshot;
 use crate::progress::Progress;
 use crate::workload::{CellContext, CounterValues};
@@ -119,6 +122,8 @@ fn broker_urls(site: &Site) -> Vec<String> {
 struct Seen {
     series: Vec<SecondSample>,
     faults: Vec<FaultEvent>,
+    /// Per minute, for a window longer than `MINUTES_AFTER_SECS` (none for a shorter one).
+    minutes: Vec<MinuteSample>,
 }
 
 /// The measured window with a progress line and a `SecondSample` per second, the injector
@@ -134,19 +139,30 @@ async fn measured_window(
     let label = cr.label();
     let ctx = injector.ctx;
     let mut series = Vec::new();
+    let long = duration > MINUTES_AFTER_SECS;
+    let mut clock: Option<MinuteClock> = None;
     let on_tick = |start: &Edge, last: &Tick, now: &Tick| {
         let sample = second_sample(start, last, now, ctx);
         live::pg_sampled(now.live);
+        let rss = long.then(minutes::resident_mib);
         progress.update(&format!(
-            "{label} measure {:>2.0}/{duration:.0}s push {:>5.0}/s ack {:>5.0}/s commits {:>5.0}/s p99 {:>6.1}ms backlog {:>5} errors {}",
+            "{label} measure {:>2.0}/{duration:.0}s push {:>5.0}/s ack {:>5.0}/s commits {:>5.0}/s p99 {:>6.1}ms backlog {:>5} errors {}{}",
             sample.t,
             sample.pushed,
             sample.acked,
             sample.commits,
             sample.ack_p99_ms,
             sample.backlog,
-            ctx.counters.values().errors
+            ctx.counters.values().errors,
+            rss.map_or(String::new(), |mib| format!(" rss {mib:.0}MiB")),
         ));
+        if let Some(rss_mib) = rss {
+            let clock = clock.get_or_insert_with(|| MinuteClock::new(MINUTE_SECS, start.counters));
+            if clock.due(sample.t) {
+                let line = close_minute(clock, ctx, sample.t, now.counters, rss_mib);
+                progress.say(&format!("{label} {line}"));
+            }
+        }
         series.push(sample);
     };
     let faults = |start| injector.run(start, duration, cancel);
@@ -165,7 +181,54 @@ async fn measured_window(
         ));
     }
     let faults = with_recovery(events, &series);
-    (window, Seen { series, faults })
+    let minutes = match clock {
+        Some(clock) => ctx.latency.read(|histograms| {
+            clock.finish(&Reading {
+                t: window.secs(),
+                counters: window.end.counters,
+                histograms,
+                backlog: window.end.backlog,
+                rss_mib: minutes::resident_mib(),
+            })
+        }),
+        None => Vec::new(),
+    };
+    let seen = Seen {
+        series,
+        faults,
+        minutes,
+    };
+    (window, seen)
+}
+
+/// Closes the clock's minute at `t` seconds; returns its line for the terminal.
+fn close_minute(
+    clock: &mut MinuteClock,
+    ctx: &CellContext,
+    t: f64,
+    counters: CounterValues,
+    rss_mib: f64,
+) -> String {
+    ctx.latency.read(|histograms| {
+        let m = clock.close(&Reading {
+            t,
+            counters,
+            histograms,
+            backlog: ctx.ledger.backlog(),
+            rss_mib,
+        });
+        let p99 = |op: &str| m.latency.get(op).map_or(f64::NAN, |l| l.p99_ms);
+        format!(
+            "minute {} push {:.0}/s ack {:.0}/s ack p99 {:.1}ms e2e p99 {:.1}ms backlog {:.0} rss {:.0}MiB",
+            m.minute,
+            m.pushed,
+            m.acked,
+            p99("ack"),
+            p99("e2e"),
+            m.backlog,
+            m.rss_mib
+        )
+    })
 }
 
 /// The rates between two ticks, for the per-second series.
@@ -259,6 +322,7 @@ impl Measured {
             audit,
             series: seen.series,
             wire_variants: ctx.variants.snapshot(),
+            minutes: seen.minutes,
             histograms: histograms
                 .iter()
                 .map(|(k, h)| (k.clone(), encode_histogram(h)))

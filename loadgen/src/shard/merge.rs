@@ -225,6 +225,7 @@ pub fn merge_round(
         series: merged_series(parts),
         faults: first.faults.clone(),
         wire_variants: summed_variants(parts),
+        minutes: Vec::new(),
         histograms: histograms
             .iter()
             .map(|(op, h)| (op.clone(), encode_histogram(h)))

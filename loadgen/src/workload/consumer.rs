@@ -12,7 +12,9 @@ use std::time::{Duration, Instant};
 use ackbench_wire::{txn_hash, TxnHash};
 
 use super::calls::{AckRequest, Batch, Consume, ItemAnswer};
+use super::ledger::Answer;
 use super::plan::ConsumerPlan;
+use super::retired::Origin;
 use super::{now_us, CellContext, Counters, Phase};
 use crate::history::{self, AckOutcome, Status, Verdict};
 
@@ -22,6 +24,8 @@ struct Worker<C> {
     rng: fastrand::Rng,
     /// The current batch's transactionId hashes and outcomes, by message.
     hashes: Vec<TxnHash>,
+    /// Their origins, where the transactionId is one this load generator writes.
+    origins: Vec<Option<Origin>>,
     statuses: Vec<&'static str>,
     /// The history's record number of the current batch's first message.
     first_record: usize,
@@ -33,6 +37,7 @@ pub async fn run<C: Consume>(plan: ConsumerPlan, ctx: Arc<CellContext>, calls: C
         calls,
         rng: fastrand::Rng::with_seed(plan.seed),
         hashes: Vec::new(),
+        origins: Vec::new(),
         statuses: Vec::new(),
         first_record: 0,
     };
@@ -101,8 +106,13 @@ async fn handle_batch<C: Consume>(
     w.hashes.clear();
     w.hashes
         .extend((0..len).map(|i| txn_hash(batch.transaction_id(i))));
+    w.origins.clear();
+    w.origins
+        .extend((0..len).map(|i| Origin::of(batch.transaction_id(i))));
     w.first_record = record_pop(plan, ctx, &w.hashes, batch, pop);
-    let redelivered = ctx.ledger.delivered(plan.group_index, &w.hashes);
+    let redelivered = ctx
+        .ledger
+        .delivered_from(plan.group_index, &w.hashes, &w.origins);
     Counters::bump(&ctx.counters.redeliveries, redelivered);
     ctx.hold_while_consumers_paused().await;
     if plan.processing_ms > 0 {
@@ -251,9 +261,15 @@ fn record_answers<C: Consume>(
             answered,
         };
         ctx.history.answered(items.first_record + i, &outcome);
+        let answer = Answer {
+            acked,
+            dead_lettered: r.dlq,
+            dropped: r.dropped,
+        };
+        let origin = w.origins[m].as_ref();
         let first = ctx
             .ledger
-            .answered(plan.group_index, &w.hashes[m], acked, r.dlq, r.dropped);
+            .answered_from(plan.group_index, &w.hashes[m], origin, answer);
         if let Some(first) = first {
             Counters::bump(&ctx.counters.acked_messages, 1);
             if let Some(ts) = measuring.then(|| items.batch.sent_at(m)).flatten() {

@@ -13,6 +13,14 @@
 //! Messages are keyed by the xxh3_128 hash of their transactionId (`ackbench_wire::txn_hash`,
 //! computed once per message by the worker that saw it), so booking a message copies 16 bytes,
 //! not a `String`, and the map's hasher only folds the hash it is given.
+//!
+//! Settled obligations retire as the run goes: a (message, group) acked on its only delivery
+//! leaves the map for the compact form of `retired` (by producer, push number and place), when
+//! the workers named its origin and its push was booked with one. A retired pair delivered or
+//! answered again comes back to the map as it was (acked once) and is judged from there, so the
+//! audit's counts and the history's checks stay exact. Everything else (open obligations,
+//! redeliveries, dead letters, drops, pushes that failed on the client) stays in the map; a
+//! shard's ledger retires nothing (the merge reads every fate).
 
 use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hasher};
@@ -20,6 +28,8 @@ use std::sync::Mutex;
 
 use ackbench_reports::results::Audit;
 use ackbench_wire::TxnHash;
+
+use super::retired::{Origin, PushOrigin, Retired};
 
 /// Hashes keys that already are uniformly distributed hashes: folds their bytes, no mixing.
 #[derive(Default)]
@@ -75,6 +85,26 @@ impl Fate {
     fn resolved(&self) -> bool {
         self.acked || self.dead_lettered || self.dropped
     }
+
+    /// Acked on its only delivery, nothing else: what retires.
+    fn settled_clean(&self) -> bool {
+        self.acked && !self.dead_lettered && !self.dropped && self.deliveries == 1
+    }
+
+    /// What a retired pair was: acked on its one delivery.
+    const RETIRED: Fate = Fate {
+        deliveries: 1,
+        acked: true,
+        dead_lettered: false,
+        dropped: false,
+    };
+}
+
+/// A booked push whose obligations have not all retired: its length, and how many of its
+/// (message, group) obligations are still in the map.
+struct OpenPush {
+    len: u32,
+    open: u64,
 }
 
 /// The first successful ack of a (message, group), with how many deliveries it took.
@@ -107,6 +137,10 @@ struct Book {
     owe_unknown: bool,
     /// Per group (index into `groups`): transactionId hash -> fate.
     fates: Vec<ByTxn<Fate>>,
+    /// Per group: the pairs retired from `fates`.
+    retired: Vec<Retired>,
+    /// Pushes booked with their origin, while some of their obligations are in `fates`.
+    open_pushes: HashMap<PushOrigin, OpenPush>,
     pushed: u64,
     /// (message, group) obligations known: booked pushes, and messages delivered that no push
     /// booked (a push whose answer was lost, e.g. to a killed broker, but which was stored).
@@ -151,6 +185,7 @@ impl Ledger {
         let book = Book {
             fates: vec![ByTxn::default(); groups],
             unexpected: vec![TxnSet::default(); groups],
+            retired: (0..groups).map(|_| Retired::default()).collect(),
             ..Default::default()
         };
         Ledger {
@@ -179,28 +214,155 @@ impl Ledger {
 
     /// Books pushed messages (every group owes each of them).
     pub fn pushed(&self, txns: &[TxnHash]) {
-        let mut b = self.book.lock().expect("ledger lock");
-        b.pushed += txns.len() as u64;
-        for t in txns {
-            b.sent.remove(t);
-        }
-        let mut owed = 0;
-        for fates in &mut b.fates {
-            fates.reserve(txns.len());
-            for t in txns {
-                owed += u64::from(owe(fates, t));
-            }
-        }
-        b.owed += owed;
+        self.pushed_from(None, txns)
     }
 
+    /// Books pushed messages, naming the push they came in (`None`: unknown, they never
+    /// retire): `txns[i]` is message `i` of push `origin`.
+    pub fn pushed_from(&self, origin: Option<PushOrigin>, txns: &[TxnHash]) {
+        let mut guard = self.book.lock().expect("ledger lock");
+        let b = &mut *guard;
+        book_pushed(b, txns);
+        let Some(push) = origin.filter(|_| !b.owe_unknown) else {
+            return;
+        };
+        let open = OpenPush {
+            len: txns.len() as u32,
+            open: (txns.len() * b.fates.len()) as u64,
+        };
+        b.open_pushes.insert(push, open);
+        // A consumer may have acked some before the push was answered.
+        for (i, t) in txns.iter().enumerate() {
+            let o = Origin {
+                producer: push.producer,
+                seq: push.seq,
+                index: i as u32,
+            };
+            for g in 0..b.fates.len() {
+                retire_if_settled(b, g, t, Some(&o));
+            }
+        }
+    }
+
+    /// Pairs held in the map, over every group (the retired ones are not).
+    pub fn live_entries(&self) -> usize {
+        let b = self.book.lock().expect("ledger lock");
+        b.fates.iter().map(|f| f.len()).sum::<usize>() + b.sent.len()
+    }
+
+    /// Pieces (ranges and partial pushes) of the retired form, over every group.
+    pub fn retired_pieces(&self) -> usize {
+        let b = self.book.lock().expect("ledger lock");
+        b.retired.iter().map(Retired::pieces).sum()
+    }
+}
+
+/// Books pushed messages into `b` (every group owes each of them).
+fn book_pushed(b: &mut Book, txns: &[TxnHash]) {
+    b.pushed += txns.len() as u64;
+    for t in txns {
+        b.sent.remove(t);
+    }
+    let mut owed = 0;
+    for fates in &mut b.fates {
+        fates.reserve(txns.len());
+        for t in txns {
+            owed += u64::from(owe(fates, t));
+        }
+    }
+    b.owed += owed;
+}
+
+/// One ack answer for a (message, group), as the ledger books it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Answer {
+    /// Acked (answered success, or settled before a resent ack).
+    pub acked: bool,
+    /// The broker answered `dlq: true`.
+    pub dead_lettered: bool,
+    /// The broker answered it dropped by policy.
+    pub dropped: bool,
+}
+
+/// Books `answer` for `txn` in group `g` (owing it if it is not owed yet); returns the first
+/// successful ack, if this is it.
+fn book_answer(b: &mut Book, g: usize, txn: &TxnHash, answer: Answer) -> Option<FirstAck> {
+    b.owed += u64::from(owe(&mut b.fates[g], txn));
+    let f = b.fates[g].get_mut(txn).expect("owed above");
+    let was_resolved = f.resolved();
+    let first_ack = answer.acked && !f.acked;
+    let first_dead_letter = answer.dead_lettered && !f.dead_lettered;
+    let first_drop = answer.dropped && !f.dropped;
+    f.acked |= answer.acked;
+    f.dead_lettered |= answer.dead_lettered;
+    f.dropped |= answer.dropped;
+    let now_resolved = f.resolved();
+    let deliveries = f.deliveries;
+    b.resolved += u64::from(!was_resolved && now_resolved);
+    b.acked += u64::from(first_ack);
+    b.dead_lettered += u64::from(first_dead_letter);
+    b.dropped += u64::from(first_drop);
+    first_ack.then_some(FirstAck { deliveries })
+}
+
+/// Moves `txn`'s pair in group `g` to the retired form if it is acked on its only delivery
+/// and its origin's push is booked (and the ledger retires at all).
+fn retire_if_settled(b: &mut Book, g: usize, txn: &TxnHash, origin: Option<&Origin>) {
+    let Some(o) = origin else { return };
+    if b.owe_unknown || !b.fates[g].get(txn).is_some_and(Fate::settled_clean) {
+        return;
+    }
+    let push = PushOrigin {
+        producer: o.producer,
+        seq: o.seq,
+    };
+    let Some(open) = b.open_pushes.get_mut(&push) else {
+        return;
+    };
+    if o.index >= open.len {
+        return;
+    }
+    b.fates[g].remove(txn);
+    b.retired[g].insert(o, open.len);
+    open.open = open.open.saturating_sub(1);
+    if open.open == 0 {
+        b.open_pushes.remove(&push);
+    }
+}
+
+/// Takes a retired pair back into the map as it was (acked on one delivery), to be judged from
+/// there; true when `origin` names a pair retired in group `g` and absent from the map.
+fn revive(b: &mut Book, g: usize, txn: &TxnHash, origin: Option<&Origin>) -> bool {
+    let retired = origin.is_some_and(|o| b.retired[g].contains(o));
+    if !retired || b.fates[g].contains_key(txn) {
+        return false;
+    }
+    b.fates[g].insert(*txn, Fate::RETIRED);
+    b.retired[g].revive();
+    true
+}
+
+impl Ledger {
     /// Records the deliveries of one popped batch; returns how many were redeliveries. A
     /// message no push sent is set apart as unexpected, not owed.
     pub fn delivered(&self, group: usize, txns: &[TxnHash]) -> u64 {
+        self.delivered_from(group, txns, &[])
+    }
+
+    /// `delivered`, with each message's origin where the workers read one (`origins[i]` for
+    /// `txns[i]`; missing or `None`: unknown): a retired message delivered again is found by it.
+    pub fn delivered_from(
+        &self,
+        group: usize,
+        txns: &[TxnHash],
+        origins: &[Option<Origin>],
+    ) -> u64 {
         let mut guard = self.book.lock().expect("ledger lock");
         let b = &mut *guard;
         let (mut again, mut owed) = (0, 0);
-        for t in txns {
+        for (i, t) in txns.iter().enumerate() {
+            let origin = origins.get(i).and_then(Option::as_ref);
+            revive(b, group, t, origin);
             if !b.fates[group].contains_key(t) && !b.owe_unknown && !b.sent.contains_key(t) {
                 again += u64::from(!b.unexpected[group].insert(*t));
                 continue;
@@ -216,11 +378,18 @@ impl Ledger {
 
     /// What the producers saw of `txn`'s push, for the history's checks.
     pub fn push_of(&self, txn: &TxnHash) -> Pushed {
+        self.push_of_from(txn, None)
+    }
+
+    /// `push_of`, with the message's origin if known: a retired message is found by it.
+    pub fn push_of_from(&self, txn: &TxnHash, origin: Option<&Origin>) -> Pushed {
         let b = self.book.lock().expect("ledger lock");
+        let retired = |o: &Origin| b.retired.iter().any(|r| r.contains(o));
         match b.sent.get(txn) {
             Some(Sent::Failed) => Pushed::Failed,
             Some(Sent::InFlight) => Pushed::Booked,
             None if b.fates.iter().any(|f| f.contains_key(txn)) => Pushed::Booked,
+            None if origin.is_some_and(retired) => Pushed::Booked,
             None => Pushed::Never,
         }
     }
@@ -234,30 +403,37 @@ impl Ledger {
         dead_lettered: bool,
         dropped: bool,
     ) -> Option<FirstAck> {
-        let mut b = self.book.lock().expect("ledger lock");
-        if !b.fates[group].contains_key(txn) && b.unexpected[group].contains(txn) {
+        let answer = Answer {
+            acked,
+            dead_lettered,
+            dropped,
+        };
+        self.answered_from(group, txn, None, answer)
+    }
+
+    /// `answered`, with the message's origin if known: the pair retires once acked on its only
+    /// delivery; an answer for a retired pair that only acks it again changes nothing.
+    pub fn answered_from(
+        &self,
+        group: usize,
+        txn: &TxnHash,
+        origin: Option<&Origin>,
+        answer: Answer,
+    ) -> Option<FirstAck> {
+        let mut guard = self.book.lock().expect("ledger lock");
+        let b = &mut *guard;
+        let live = b.fates[group].contains_key(txn);
+        if !live && origin.is_some_and(|o| b.retired[group].contains(o)) {
+            if !answer.dead_lettered && !answer.dropped {
+                return None;
+            }
+            revive(b, group, txn, origin);
+        } else if !live && b.unexpected[group].contains(txn) {
             return None;
         }
-        b.owed += u64::from(owe(&mut b.fates[group], txn));
-        let f = b.fates[group].get_mut(txn).expect("owed above");
-        let was_resolved = f.resolved();
-        let first_ack = acked && !f.acked;
-        let first_dead_letter = dead_lettered && !f.dead_lettered;
-        let first_drop = dropped && !f.dropped;
-        f.acked |= acked;
-        f.dead_lettered |= dead_lettered;
-        f.dropped |= dropped;
-        let now_resolved = f.resolved();
-        let deliveries = f.deliveries;
-        if !was_resolved && now_resolved {
-            b.resolved += 1;
-        }
-        if first_ack {
-            b.acked += 1;
-        }
-        b.dead_lettered += u64::from(first_dead_letter);
-        b.dropped += u64::from(first_drop);
-        first_ack.then_some(FirstAck { deliveries })
+        let first = book_answer(b, group, txn, answer);
+        retire_if_settled(b, group, txn, origin);
+        first
     }
 
     /// Messages pushed so far (not multiplied by groups).
@@ -304,7 +480,14 @@ impl Ledger {
     }
 
     fn reconcile(&self, dlq: Option<&[TxnSet]>, drained: bool) -> Audit {
-        reconcile(&self.book.lock().expect("ledger lock").fates, dlq, drained)
+        let b = self.book.lock().expect("ledger lock");
+        let mut audit = reconcile(&b.fates, dlq, drained);
+        // Each retired pair: owed, acked on exactly one delivery.
+        let retired: u64 = b.retired.iter().map(Retired::count).sum();
+        audit.pushed += retired;
+        audit.acked += retired;
+        audit.exactly_once += retired;
+        audit
     }
 
     /// Every (message, group) obligation known and its fate, per group: what a shard leaves
@@ -497,5 +680,260 @@ mod tests {
         shard.owe_unknown_deliveries();
         shard.delivered(0, &[h("pushed-by-another-shard")]);
         assert_eq!(shard.backlog(), 1);
+    }
+}
+
+/// The ledger retiring settled pairs: every anomaly injected after a message retired is still
+/// caught, by the audit and by the history's checks.
+#[cfg(test)]
+mod retiring_tests {
+    use super::*;
+    use crate::history::{self, AckOutcome, Pop, Popped, Status, Verdict};
+    use crate::workload::retired::PushOrigin;
+    use ackbench_reports::results::Promises;
+    use ackbench_wire::txn_hash;
+    use std::time::{Duration, Instant};
+
+    const PREFIX: &str = "t-1-";
+
+    fn id(seq: u64, index: u32) -> String {
+        format!("{PREFIX}{seq}-{index}")
+    }
+
+    /// Books push `seq` of `len` messages as the producer does.
+    fn push(l: &Ledger, seq: u64, len: u32) -> Vec<String> {
+        let ids: Vec<String> = (0..len).map(|i| id(seq, i)).collect();
+        let hashes: Vec<TxnHash> = ids.iter().map(|t| txn_hash(t)).collect();
+        l.sending(&hashes);
+        l.pushed_from(Some(PushOrigin::new(PREFIX, seq)), &hashes);
+        ids
+    }
+
+    /// Delivers `ids` to `group` as a consumer does; returns the redeliveries.
+    fn deliver(l: &Ledger, group: usize, ids: &[String]) -> u64 {
+        let hashes: Vec<TxnHash> = ids.iter().map(|t| txn_hash(t)).collect();
+        let origins: Vec<Option<Origin>> = ids.iter().map(|t| Origin::of(t)).collect();
+        l.delivered_from(group, &hashes, &origins)
+    }
+
+    fn answer(l: &Ledger, group: usize, t: &str, answer: Answer) -> Option<FirstAck> {
+        l.answered_from(group, &txn_hash(t), Origin::of(t).as_ref(), answer)
+    }
+
+    const ACK: Answer = Answer {
+        acked: true,
+        dead_lettered: false,
+        dropped: false,
+    };
+
+    /// Pushes `pushes` pushes of 10, delivers and acks each in `groups` groups: all retire.
+    fn settled(groups: usize, pushes: u64) -> Ledger {
+        let l = Ledger::new(groups);
+        for seq in 0..pushes {
+            let ids = push(&l, seq, 10);
+            for g in 0..groups {
+                assert_eq!(deliver(&l, g, &ids), 0);
+                for t in &ids {
+                    assert!(answer(&l, g, t, ACK).is_some());
+                }
+            }
+        }
+        l
+    }
+
+    #[test]
+    fn a_long_stream_of_settled_messages_keeps_the_ledger_bounded() {
+        let l = Ledger::new(2);
+        let mut open = Vec::new();
+        for seq in 0..20_000u64 {
+            let ids = push(&l, seq, 10);
+            // Acks arrive a few pushes late and out of order within a push.
+            open.push(ids);
+            if open.len() > 4 {
+                let ids = open.remove(0);
+                for g in 0..2 {
+                    deliver(&l, g, &ids);
+                    for t in ids.iter().rev() {
+                        answer(&l, g, t, ACK);
+                    }
+                }
+            }
+            assert!(
+                l.live_entries() <= 2 * 5 * 10,
+                "push {seq}: {}",
+                l.live_entries()
+            );
+            assert!(l.retired_pieces() <= 2 * 2, "push {seq}");
+        }
+        assert_eq!(l.backlog(), 2 * 4 * 10);
+        let a = l.audit(&[TxnSet::default(), TxnSet::default()], true);
+        assert_eq!((a.pushed, a.acked, a.lost), (400_000, 400_000 - 80, 80));
+        assert_eq!((a.exactly_once, a.duplicates), (400_000 - 80, 0));
+    }
+
+    #[test]
+    fn the_audit_of_retired_messages_is_exact() {
+        let l = settled(2, 3);
+        assert_eq!(l.live_entries(), 0, "everything retired");
+        // An open obligation among them is still lost.
+        let open = push(&l, 3, 2);
+        answer(&l, 0, &open[0], ACK);
+        for t in &open {
+            answer(&l, 1, t, ACK);
+        }
+        let a = l.audit(&[TxnSet::default(), TxnSet::default()], true);
+        assert_eq!((a.pushed, a.acked, a.lost, a.exactly_once), (64, 63, 1, 60));
+        assert!(!a.passed());
+    }
+
+    #[test]
+    fn a_retired_message_delivered_again_is_a_redelivery_and_a_duplicate() {
+        let l = settled(1, 2);
+        assert_eq!(l.live_entries(), 0);
+        assert_eq!(deliver(&l, 0, &[id(1, 3)]), 1, "a redelivery after its ack");
+        assert!(answer(&l, 0, &id(1, 3), ACK).is_none(), "acked once only");
+        assert_eq!(l.backlog(), 0);
+        let a = l.audit(&[TxnSet::default()], true);
+        assert_eq!(
+            (a.pushed, a.acked, a.duplicates, a.exactly_once),
+            (20, 20, 1, 19)
+        );
+        assert_eq!(deliver(&l, 0, &[id(1, 3)]), 1);
+        assert_eq!(l.audit(&[TxnSet::default()], true).duplicates, 2);
+    }
+
+    #[test]
+    fn a_retired_message_dead_lettered_afterwards_is_reconciled_with_the_dlq() {
+        let l = settled(1, 1);
+        let dlq = Answer {
+            dead_lettered: true,
+            ..Answer::default()
+        };
+        assert!(
+            answer(&l, 0, &id(0, 4), ACK).is_none(),
+            "an ack again: nothing"
+        );
+        assert_eq!(l.live_entries(), 0);
+        answer(&l, 0, &id(0, 4), dlq);
+        assert_eq!(l.so_far().dead_lettered, 1);
+        let listing = [TxnSet::from_iter([txn_hash(&id(0, 4))])];
+        let a = l.audit(&listing, true);
+        assert_eq!((a.pushed, a.acked, a.dead_lettered), (10, 9, 1));
+    }
+
+    #[test]
+    fn nothing_invented_passes_for_a_retired_message() {
+        let l = settled(1, 2);
+        // The same numbers written another way are another transactionId: invented.
+        let forged = format!("{PREFIX}01-3");
+        assert_eq!(Origin::of(&forged), None);
+        assert_eq!(deliver(&l, 0, &[forged.clone(), id(7, 0)]), 0);
+        assert_eq!(l.push_of(&txn_hash(&forged)), Pushed::Never);
+        let retired = id(1, 3);
+        assert_eq!(l.push_of(&txn_hash(&retired)), Pushed::Never, "no origin");
+        assert_eq!(
+            l.push_of_from(&txn_hash(&retired), Origin::of(&retired).as_ref()),
+            Pushed::Booked
+        );
+        assert_eq!(
+            l.push_of_from(&txn_hash(&id(7, 0)), Origin::of(&id(7, 0)).as_ref()),
+            Pushed::Never,
+            "a push never sent"
+        );
+        let a = l.audit(&[TxnSet::default()], true);
+        assert_eq!(
+            (a.pushed, a.acked),
+            (20, 20),
+            "invented messages owe nothing"
+        );
+    }
+
+    /// The history of `ids` popped by `consumer` in one answer, acked as given.
+    fn popped(h: &history::History, consumer: u32, ids: &[String], at: Instant) -> usize {
+        let pop = Pop {
+            consumer,
+            group: 0,
+            lease_ms: 1000,
+            sent: at,
+            answered: at + Duration::from_millis(5),
+        };
+        let lease = format!("lease-{consumer}-{at:?}");
+        let messages = ids.iter().map(|t| Popped {
+            txn: txn_hash(t),
+            transaction_id: t,
+            partition_id: "P",
+            lease_id: Some(&lease),
+        });
+        h.popped(&pop, messages)
+    }
+
+    fn ack_all(h: &history::History, first: usize, n: usize, at: Instant) {
+        for r in first..first + n {
+            let outcome = AckOutcome {
+                status: Status::Completed,
+                lease_less: false,
+                verdict: Verdict::Accepted,
+                sent: at,
+                answered: at + Duration::from_millis(5),
+            };
+            h.answered(r, &outcome);
+        }
+    }
+
+    fn judged(h: &history::History, l: &Ledger) -> Audit {
+        let mut audit = Audit::default();
+        history::judge(h, l, &mut audit, Promises::default(), 1000);
+        audit
+    }
+
+    #[test]
+    fn the_history_checks_still_judge_retired_messages() {
+        let h = history::History::default();
+        let l = Ledger::new(1);
+        let t0 = Instant::now();
+        let ids = push(&l, 0, 3);
+        let first = popped(&h, 1, &ids, t0);
+        deliver(&l, 0, &ids);
+        ack_all(&h, first, 3, t0 + Duration::from_millis(10));
+        for t in &ids {
+            answer(&l, 0, t, ACK);
+        }
+        assert_eq!(l.live_entries(), 0, "retired");
+        let clean = judged(&h, &l);
+        assert_eq!((clean.unexpected, clean.ack_regressions), (0, 0));
+        // Delivered again by a pop sent after the ack was answered: acks must stay acked.
+        let again = vec![ids[1].clone()];
+        popped(&h, 2, &again, t0 + Duration::from_millis(100));
+        deliver(&l, 0, &again);
+        let a = judged(&h, &l);
+        assert_eq!((a.ack_regressions, a.unexpected), (1, 0));
+        // Out of order within one answer, after both retired: still an order violation.
+        let swapped = push(&l, 1, 2);
+        let order = vec![swapped[1].clone(), swapped[0].clone()];
+        let at = t0 + Duration::from_millis(200);
+        let first = popped(&h, 1, &order, at);
+        deliver(&l, 0, &order);
+        ack_all(&h, first, 2, at + Duration::from_millis(10));
+        for t in &order {
+            answer(&l, 0, t, ACK);
+        }
+        assert_eq!(l.live_entries(), 1, "only the redelivered message is held");
+        let a = judged(&h, &l);
+        assert_eq!((a.order_violations, a.unexpected), (1, 0), "{a:?}");
+        // A message nobody pushed, shaped like ours: unexpected.
+        popped(&h, 1, &[id(9, 0)], t0 + Duration::from_millis(300));
+        assert_eq!(judged(&h, &l).unexpected, 1);
+    }
+
+    #[test]
+    fn a_shard_ledger_retires_nothing() {
+        let l = Ledger::new(1);
+        l.owe_unknown_deliveries();
+        let ids = push(&l, 0, 3);
+        deliver(&l, 0, &ids);
+        for t in &ids {
+            answer(&l, 0, t, ACK);
+        }
+        assert_eq!(l.fates()[0].len(), 3, "the merge reads every fate");
     }
 }

@@ -9,6 +9,7 @@ pub mod errors;
 pub mod ledger;
 pub mod plan;
 pub mod producer;
+pub mod retired;
 pub mod spawn;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};

@@ -8,6 +8,7 @@ use std::time::Instant;
 
 use super::calls::Produce;
 use super::plan::ProducerPlan;
+use super::retired::PushOrigin;
 use super::{now_us, CellContext, Counters, Phase, Schedule};
 
 /// Runs one producer until the producers stop, pushing through `producer`.
@@ -16,6 +17,7 @@ pub async fn run<P: Produce>(plan: ProducerPlan, ctx: Arc<CellContext>, mut prod
     let schedule = Schedule::new(plan.rate, plan.batch, plan.id, plan.producers);
     let mut seq: u64 = 0;
     let count = plan.partitions.len().max(1) as u32;
+    let prefix = format!("{}-{}-", plan.tag, plan.id);
     while matches!(ctx.phase(), Phase::Warmup | Phase::Measure) {
         let Some((intended, _in_flight)) = schedule.next_push(&ctx, seq).await else {
             break;
@@ -35,7 +37,7 @@ pub async fn run<P: Produce>(plan: ProducerPlan, ctx: Arc<CellContext>, mut prod
             ctx.latency
                 .record("schedule_lag", sent.saturating_duration_since(intended));
         }
-        match push(&mut producer, &ctx).await {
+        match push(&mut producer, &ctx, Some(PushOrigin::new(&prefix, seq))).await {
             Ok(()) => {
                 let done = Instant::now();
                 ctx.latency.record("push", done - intended);
@@ -50,15 +52,19 @@ pub async fn run<P: Produce>(plan: ProducerPlan, ctx: Arc<CellContext>, mut prod
 }
 
 /// Sends the batch `producer` wrote last and books it: sending before it goes out, pushed or
-/// failed by the answer.
-pub async fn push<P: Produce>(producer: &mut P, ctx: &CellContext) -> Result<(), String> {
+/// failed by the answer; `origin` names the push (its obligations may retire once settled).
+pub async fn push<P: Produce>(
+    producer: &mut P,
+    ctx: &CellContext,
+    origin: Option<PushOrigin>,
+) -> Result<(), String> {
     ctx.ledger.sending(producer.hashes());
     let pushed = producer.push(ctx).await;
     Counters::bump(&ctx.counters.push_requests, 1);
     match pushed {
         Ok(queued) => {
             Counters::bump(&ctx.counters.pushed_messages, queued);
-            ctx.ledger.pushed(producer.hashes());
+            ctx.ledger.pushed_from(origin, producer.hashes());
             Ok(())
         }
         Err(e) => {

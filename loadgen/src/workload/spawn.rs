@@ -59,6 +59,7 @@ pub async fn prefill<W: Workers>(
         };
         tasks.push(tokio::spawn(async move {
             let mut pusher = workers.producer(&plan, &ctx).await?;
+            let prefix = format!("{}-{}-", plan.tag, plan.id);
             loop {
                 let n = next.fetch_add(1, Ordering::Relaxed);
                 if n >= requests_per_partition * width {
@@ -71,7 +72,8 @@ pub async fn prefill<W: Workers>(
                 // Backlog, not offered load: no send time, so end-to-end latency (push to
                 // ack of what the producers offer) is not inflated by how long the backlog waits.
                 pusher.write(k, partition, None);
-                producer::push(&mut pusher, &ctx)
+                let origin = crate::workload::retired::PushOrigin::new(&prefix, k);
+                producer::push(&mut pusher, &ctx, Some(origin))
                     .await
                     .map_err(|e| format!("prefill: {e}"))?;
             }

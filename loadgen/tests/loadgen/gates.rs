@@ -33,6 +33,7 @@ fn round(n: u32, ack_commits_per_ack: f64, pg_ms: f64) -> RoundResults {
         histograms: BTreeMap::new(),
         faults: Vec::new(),
         wire_variants: BTreeMap::new(),
+        minutes: Vec::new(),
     }
 }
 

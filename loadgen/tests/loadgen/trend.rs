@@ -81,6 +81,7 @@ fn cell(name: &str, pg_level: f64, rng: &mut fastrand::Rng) -> CellResults {
         histograms: BTreeMap::new(),
         faults: Vec::new(),
         wire_variants: BTreeMap::new(),
+        minutes: Vec::new(),
     };
     CellResults {
         name: name.into(),

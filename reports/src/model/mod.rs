@@ -12,6 +12,7 @@ mod format;
 mod glance;
 mod guarantees;
 mod latency;
+mod minutes;
 mod peers;
 mod series;
 mod tables;
@@ -26,6 +27,7 @@ pub use format::{format_count, format_number, format_ratio, format_value};
 pub use glance::{GlanceRow, Pace};
 pub use guarantees::GuaranteeRow;
 pub use latency::spectrum_points;
+pub use minutes::{MinuteRow, MINUTE_OPERATIONS};
 pub use peers::{peer_tables, PeerRow, PeerTable, PEERS, PEER_FIGURES, PEER_NOTE};
 pub use tables::{
     figure_def, ratio_to, summary_figure, AuditRow, FigureCell, GateRow, SummaryRow, Tone,
@@ -72,6 +74,8 @@ pub struct RunModel {
     pub faults: Vec<FaultRow>,
     /// The vacuum state over time around each `hold_xmin` fault (none without one).
     pub vacuum: Vec<VacuumRow>,
+    /// "Per minute": the figures of each minute of the long windows (none for short ones).
+    pub minutes: Vec<MinuteRow>,
     /// "By broker topology": the cells that ran several brokers or several topologies.
     pub topology: Option<TopologyTable>,
 }
@@ -278,6 +282,7 @@ fn run_model(r: &Results, tag: &str, label: &str) -> RunModel {
         peers: peers::peer_tables(r),
         faults: faults::fault_rows(r),
         vacuum: faults::vacuum_rows(r),
+        minutes: minutes::minute_rows(r),
         topology: topology::topology_table(r),
     }
 }

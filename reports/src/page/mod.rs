@@ -6,6 +6,7 @@
 
 pub mod chrome;
 mod compare;
+mod minutes;
 mod run;
 
 use maud::{html, Markup};

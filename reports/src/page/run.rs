@@ -52,6 +52,7 @@ pub(super) fn body(m: &ReportModel, charts: &[Markup]) -> Markup {
         @for run in &m.runs { (audit(run)) }
         @for run in &m.runs { (guarantees(run)) }
         @for run in &m.runs { (faults(run)) }
+        @for run in &m.runs { (super::minutes::section(run)) }
         @for run in &m.runs { (gates(run)) }
         @if compared {
             @for run in &m.runs { (collapsed_summary(run)) }

@@ -369,6 +369,7 @@ fn round(
         histograms,
         faults: Vec::new(),
         wire_variants: BTreeMap::new(),
+        minutes: Vec::new(),
     }
 }
 
