@@ -103,7 +103,7 @@ pub fn answer_body(results: &[AckResult]) -> Vec<u8> {
     // Sized for the whole answer: growing a buffer of a hundred results copies it again and again.
     let size: usize = results
         .iter()
-        .map(|r| 112 + r.transaction_id.len() + r.error.as_ref().map_or(0, |e| e.len() + 8))
+        .map(|r| 128 + r.transaction_id.len() + r.error.as_ref().map_or(0, |e| e.len() + 8))
         .sum();
     let mut out = Vec::with_capacity(2 + size);
     out.push(b'[');

@@ -208,7 +208,7 @@ fn deliver(app: &App, tenant: Uuid, p: &PopParams, d: Delivery) -> Answer {
 /// every delivered message in partition then offset order.
 fn write_answer(p: &PopParams, d: &Delivery) -> (Vec<u8>, Vec<LeasedSpan>) {
     let group = p.group.as_deref();
-    let mut out = Vec::with_capacity(answer_size(d));
+    let mut out = Vec::with_capacity(answer_size(d, group));
     let first = &d.spans[0];
     out.extend_from_slice(b"{\"success\":true,");
     write_location(&mut out, first, &d.lease_id, group);
@@ -256,8 +256,10 @@ fn write_answer(p: &PopParams, d: &Delivery) -> (Vec<u8>, Vec<LeasedSpan>) {
 
 /// About the size of the pop answer (its messages' variable parts counted exactly): growing
 /// the buffer of a hundred messages copies it again and again.
-fn answer_size(d: &Delivery) -> usize {
-    let location = |s: &DeliveredSpan| 160 + s.queue.len() + s.partition.len() + d.lease_id.len();
+fn answer_size(d: &Delivery, group: Option<&str>) -> usize {
+    let group = group.map_or(0, str::len);
+    let location =
+        |s: &DeliveredSpan| 160 + s.queue.len() + s.partition.len() + d.lease_id.len() + group;
     let mut size = 512 + location(&d.spans[0]);
     for span in &d.spans {
         let per_message = 112 + location(span);

@@ -209,7 +209,7 @@ pub fn answer_body(items: &[Item], settled: &[Settled]) -> Vec<u8> {
     // Sized for the whole answer: growing a buffer of a hundred results copies it again and again.
     let size: usize = items
         .iter()
-        .map(|i| 112 + i.transaction_id.len() + i.queue.len())
+        .map(|i| 144 + i.transaction_id.len() + i.queue.len())
         .sum();
     let mut out = Vec::with_capacity(2 + size);
     out.push(b'[');
