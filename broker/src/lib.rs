@@ -25,6 +25,7 @@ pub mod config;
 pub mod counters;
 pub mod crypto;
 pub mod demand;
+pub mod fasthash;
 pub mod fusion;
 pub mod http;
 pub mod lanes;

@@ -33,8 +33,9 @@ struct FrameIndex {
 pub struct FrameView<'a> {
     pub message_id: Uuid,
     pub transaction_id: &'a str,
-    /// JSON text, checked UTF-8 when the segment was decoded.
-    pub payload: &'a str,
+    /// JSON text, checked UTF-8 when the segment was decoded (handed out as bytes: the pop
+    /// answer copies them as they are, so delivering a frame does not check them again).
+    pub payload: &'a [u8],
     pub hash: TxnHash,
 }
 
@@ -99,7 +100,7 @@ impl DecodedSegment {
             message_id: Uuid::from_bytes(id),
             // Both were checked to be UTF-8 by `index_frames`.
             transaction_id: std::str::from_utf8(slice(f.txn)).unwrap_or_default(),
-            payload: std::str::from_utf8(slice(f.payload)).unwrap_or("null"),
+            payload: slice(f.payload),
             hash: f.hash,
         })
     }
@@ -302,7 +303,7 @@ mod tests {
         let f = seg.frame_at(11).unwrap();
         assert_eq!(f.message_id, ids[1]);
         assert_eq!(f.transaction_id, "t-1");
-        assert_eq!(f.payload, r#"{"k":"v"}"#);
+        assert_eq!(f.payload, br#"{"k":"v"}"#);
         assert_eq!(f.hash, txn_hash("t-1"));
         assert!(seg.frame_at(9).is_none() && seg.frame_at(13).is_none());
         let same = DecodedSegment::from_raw(10, SystemTime::now(), pack_raw(&refs(&ids, &txns)));

@@ -7,7 +7,7 @@
 //! path, which is the authority. A fusion flush that fails as a whole answers every waiter with
 //! an error (its lease will expire and the batch redeliver).
 
-use std::collections::HashSet;
+use crate::fasthash::FastSet;
 
 use ackbench_wire::{txn_hash, AckResult, TxnHash};
 use uuid::Uuid;
@@ -36,7 +36,7 @@ pub async fn try_full_batch(
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         return Ok(None);
     }
-    let acked: HashSet<TxnHash> = group
+    let acked: FastSet<TxnHash> = group
         .items
         .iter()
         .map(|i| txn_hash(&i.transaction_id))

@@ -166,8 +166,7 @@ pub fn group_items(items: Vec<AckItem>) -> Vec<AckGroup> {
 /// Each item's group (numbered in order of first appearance), and per group its first item and
 /// size. Keys borrow the items: nothing is copied per item.
 fn group_positions(items: &[AckItem]) -> (Vec<usize>, Vec<(usize, usize)>) {
-    let mut index: std::collections::HashMap<(Uuid, &str, &str), usize> =
-        std::collections::HashMap::new();
+    let mut index: crate::fasthash::FastMap<(Uuid, &str, &str), usize> = Default::default();
     let mut firsts: Vec<(usize, usize)> = Vec::new();
     let of_item = items
         .iter()

@@ -12,7 +12,7 @@
 //! refuse. One global mutex, deliberately: the work under it is a lookup, one set comparison
 //! against a set built off-lock, and a removal.
 
-use std::collections::{HashMap, HashSet};
+use crate::fasthash::{FastMap, FastSet, FoldState};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -36,7 +36,7 @@ struct Entry {
     batch_end: i64,
     /// Distinct delivered hashes, each with the lowest offset it was delivered at (the offset
     /// the hash path's `MIN` resolution would pick).
-    hashes: HashMap<TxnHash, i64>,
+    hashes: FastMap<TxnHash, i64>,
     queue: String,
     partition: String,
     /// The first delivered offset (the cursor sat just below it when the pop leased).
@@ -134,7 +134,8 @@ impl AckRegistry {
     /// A leasing pop delivered frames of (partition, group) up to `batch_end` under `lease_id`.
     /// Replaces whatever the key held (a new lease on the key means the old one is gone).
     pub fn born(&self, d: &Delivered<'_>) {
-        let mut hashes: HashMap<TxnHash, i64> = HashMap::with_capacity(d.frames.len());
+        let mut hashes: FastMap<TxnHash, i64> =
+            FastMap::with_capacity_and_hasher(d.frames.len(), FoldState::default());
         for (h, off) in d.frames {
             let slot = hashes.entry(*h).or_insert(*off);
             *slot = (*slot).min(*off);
@@ -183,7 +184,7 @@ impl AckRegistry {
         partition: Uuid,
         group: &str,
         lease_id: &str,
-        acked: &HashSet<TxnHash>,
+        acked: &FastSet<TxnHash>,
     ) -> Option<FullBatch> {
         let key = (partition, group.to_string());
         let mut s = self.state.lock().expect("registry lock");
@@ -236,7 +237,7 @@ impl AckRegistry {
         for h in acked {
             upto = upto.max(*e.hashes.get(h)?);
         }
-        let distinct: HashSet<&TxnHash> = acked.iter().collect();
+        let distinct: FastSet<&TxnHash> = acked.iter().collect();
         Some(Positions {
             queue: e.queue.clone(),
             partition: e.partition.clone(),
@@ -326,7 +327,7 @@ mod tests {
         });
     }
 
-    fn set(ids: &[&str]) -> HashSet<TxnHash> {
+    fn set(ids: &[&str]) -> FastSet<TxnHash> {
         hashes(ids).into_iter().collect()
     }
 

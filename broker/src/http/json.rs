@@ -29,9 +29,13 @@ pub fn read_body<'a, T: Deserialize<'a>>(
 ) -> Result<T, ApiError> {
     // serde would also read a struct from a JSON array, positionally; the wire wants objects.
     let object = body.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{');
-    let parsed = match object {
-        true => serde_json::from_slice(body).map_err(|e| e.to_string()),
-        false => Err("body must be a JSON object".to_string()),
+    let parsed = match (object, std::str::from_utf8(body)) {
+        // Checked as UTF-8 once, whole: read from a `str`, serde_json does not check every
+        // string (and raw payload) again, which was a large part of reading a push or an ack.
+        (true, Ok(text)) => serde_json::from_str(text).map_err(|e| e.to_string()),
+        // Not UTF-8: serde's own reading says where (the error text is unchanged).
+        (true, Err(_)) => serde_json::from_slice(body).map_err(|e| e.to_string()),
+        (false, _) => Err("body must be a JSON object".to_string()),
     };
     match parsed {
         Ok(t) => Ok(t),

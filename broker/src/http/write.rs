@@ -1,14 +1,23 @@
 //! Writing JSON answers by hand on the hot routes (pop, push, ack): one buffer per answer and no
-//! owned string per field. Strings go through serde_json's escaping, so the text is what serde
+//! owned string per field. Strings that need an escape go through serde_json's escaping, so the text is what serde
 //! would write.
-
-use std::io::Write;
 
 use uuid::Uuid;
 
-/// `s` as a JSON string.
+/// `s` as a JSON string. Most strings (ids, names) need no escape: those are copied after one
+/// branch-free scan; the rest go through serde_json's escaping.
 pub fn str(out: &mut Vec<u8>, s: &str) {
-    serde_json::to_writer(&mut *out, s).expect("writing to a Vec cannot fail");
+    let plain = !s.bytes().fold(false, |esc, b| {
+        esc | (b < 0x20) | (b == b'"') | (b == b'\\')
+    });
+    if plain {
+        out.reserve(s.len() + 2);
+        out.push(b'"');
+        out.extend_from_slice(s.as_bytes());
+        out.push(b'"');
+    } else {
+        serde_json::to_writer(&mut *out, s).expect("writing to a Vec cannot fail");
+    }
 }
 
 /// `s` as a JSON string, or `null`.
@@ -30,7 +39,46 @@ pub fn bool(out: &mut Vec<u8>, b: bool) {
     out.extend_from_slice(if b { b"true" } else { b"false" });
 }
 
-/// A JSON integer.
+/// A JSON integer, its decimal digits written without the formatting machinery.
 pub fn int(out: &mut Vec<u8>, n: usize) {
-    write!(out, "{n}").expect("writing to a Vec cannot fail");
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    let mut rest = n;
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (rest % 10) as u8;
+        rest /= 10;
+        if rest == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&digits[at..]);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn strings_and_integers_read_as_serde_writes_them() {
+        for s in [
+            "",
+            "plain-id",
+            "q\"uote",
+            "back\\slash",
+            "tab\tnew\nline",
+            "\u{1}",
+            "é ü 😀",
+            "\u{7f}",
+        ] {
+            let mut out = Vec::new();
+            str(&mut out, s);
+            assert_eq!(out, serde_json::to_vec(s).unwrap(), "{s:?}");
+        }
+        for n in [0usize, 7, 10, 99, 100, 12_345, usize::MAX] {
+            let mut out = Vec::new();
+            int(&mut out, n);
+            assert_eq!(out, n.to_string().into_bytes());
+        }
+    }
 }

@@ -25,7 +25,7 @@
 //! PostgreSQL stays the authority: provisioning, the dedup verdicts and the offsets all come
 //! from the procedure under the partition row locks; several brokers may share a database.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
@@ -37,6 +37,7 @@ use uuid::Uuid;
 use xxhash_rust::xxh3::xxh3_64;
 
 use crate::crypto::Sealer;
+use crate::fasthash::FastMap;
 use crate::push::written::WrittenSegment;
 use crate::segment::{self, FrameRef};
 use crate::storage::procs;
@@ -135,8 +136,8 @@ impl PushFusion {
                     sink: sink.clone(),
                     stats: stats.clone(),
                     settings,
-                    jobs: HashMap::new(),
-                    parts: HashMap::new(),
+                    jobs: FastMap::default(),
+                    parts: FastMap::default(),
                     ready: VecDeque::new(),
                     inflight: 0,
                     next_job: 0,
@@ -247,8 +248,8 @@ struct Shard {
     sink: Sink,
     stats: Arc<PushFusionStats>,
     settings: Settings,
-    jobs: HashMap<u64, Job>,
-    parts: HashMap<PartKey, Part>,
+    jobs: FastMap<u64, Job>,
+    parts: FastMap<PartKey, Part>,
     ready: VecDeque<PartKey>,
     inflight: usize,
     next_job: u64,

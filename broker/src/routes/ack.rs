@@ -100,7 +100,12 @@ pub fn item(
 
 /// The answer's text, as `results` serialised, written straight into one buffer.
 pub fn answer_body(results: &[AckResult]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(2 + results.len() * 128);
+    // Sized for the whole answer: growing a buffer of a hundred results copies it again and again.
+    let size: usize = results
+        .iter()
+        .map(|r| 128 + r.transaction_id.len() + r.error.as_ref().map_or(0, |e| e.len() + 8))
+        .sum();
+    let mut out = Vec::with_capacity(2 + size);
     out.push(b'[');
     for (i, r) in results.iter().enumerate() {
         if i > 0 {

@@ -206,7 +206,12 @@ pub fn results(items: &[Item], settled: &[Settled]) -> Vec<PushResult> {
 
 /// The answer's text, as `results` serialised, written straight into one buffer.
 pub fn answer_body(items: &[Item], settled: &[Settled]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(2 + items.len() * 160);
+    // Sized for the whole answer: growing a buffer of a hundred results copies it again and again.
+    let size: usize = items
+        .iter()
+        .map(|i| 144 + i.transaction_id.len() + i.queue.len())
+        .sum();
+    let mut out = Vec::with_capacity(2 + size);
     out.push(b'[');
     for (i, (item, settled)) in items.iter().zip(settled).enumerate() {
         let (status, message_id) = fate(item, settled);
@@ -434,7 +439,7 @@ fn report_written(
 
 /// Item indices grouped by (queue, partition), groups in order of first appearance.
 fn group_by_partition(items: &[Item]) -> Vec<Vec<usize>> {
-    let mut index: HashMap<(&str, &str), usize> = HashMap::new();
+    let mut index: crate::fasthash::FastMap<(&str, &str), usize> = Default::default();
     let mut groups: Vec<Vec<usize>> = Vec::new();
     for (i, item) in items.iter().enumerate() {
         let g = *index
