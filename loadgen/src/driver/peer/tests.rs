@@ -496,7 +496,7 @@ async fn procrastinate_works_off_a_standing_backlog_once_each_in_lock_order() {
         16,
         "a pop of 100 holds one job per lock"
     );
-    d.answer(&consumer, &first, &vec![Answer::Completed; 16])
+    d.answer(&consumer, &first, &[Answer::Completed; 16])
         .await
         .unwrap();
     let mut seen = first.deliveries;
@@ -545,7 +545,7 @@ async fn pgboss_works_off_a_standing_backlog_once_each_from_cold_connections() {
             .expect("a cold consumer's first pop of 100 returns")
             .unwrap();
         assert_eq!(got.deliveries.len(), 100);
-        d.answer(&consumer, &got, &vec![Answer::Completed; 100])
+        d.answer(&consumer, &got, &[Answer::Completed; 100])
             .await
             .unwrap();
         seen.extend(got.deliveries);
