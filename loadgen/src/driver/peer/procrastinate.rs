@@ -338,6 +338,12 @@ impl Peer for Procrastinate {
         Box::pin(settle(client))
     }
 
+    /// The scenario's own pops: it fetches one job per call, so a larger drain pop only holds
+    /// its jobs' locks longer, through a last fetch that finds none and reads the whole backlog.
+    fn drain_batch(&self) -> u32 {
+        1
+    }
+
     fn instead(&self, pop_batch: u32, partitions: u32) -> Option<String> {
         Some(instead(pop_batch, partitions))
     }
