@@ -104,6 +104,18 @@ fn per_topology(cell: Cell, topologies: &[Topology]) -> Vec<PlannedCell> {
     }
 }
 
+/// What each peer of the run does instead of what the scenario asks, once per peer.
+fn peer_notes(scenario: &Scenario, cells: &[PlannedCell]) -> Vec<String> {
+    let mut notes: Vec<String> = Vec::new();
+    for peer in cells.iter().filter_map(|c| c.cell.peer()) {
+        let note = peer.instead(scenario.consumers.pop_batch, scenario.queue.partitions);
+        if let Some(note) = note.filter(|n| !notes.contains(n)) {
+            notes.push(note);
+        }
+    }
+    notes
+}
+
 /// The name of a cell's A/A twin.
 pub fn aa_twin(cell: &str) -> String {
     format!("{cell} (A/A)")
@@ -152,6 +164,7 @@ pub async fn run(
         }
     }
     let cell_order: Vec<String> = cells.iter().map(|c| c.name.clone()).collect();
+    let notes_of_peers = peer_notes(scenario, cells);
     let own_topologies =
         !env.external_broker() && scenario.broker.topologies() != [Topology::default()];
     let wire_variants = sum_wire_variants(per_cell.iter().flatten());
@@ -174,6 +187,7 @@ pub async fn run(
         .collect();
     let mut meta = with_wire_variants(crate::meta::run_meta(scenario, env), wire_variants);
     meta.notes.extend(dry_warnings);
+    meta.notes.extend(notes_of_peers);
     Ok(Results {
         schema_version: SCHEMA_VERSION,
         complete,

@@ -122,6 +122,30 @@ pub trait Peer: Send + Sync {
     fn readers_per_group(&self, consumers: u32) -> u32 {
         consumers.max(1)
     }
+
+    /// Brings a freshly prefilled backlog to the state a standing table of its size is in
+    /// before the workers start: a job table filled in seconds has no planner statistics yet,
+    /// which autovacuum's analyze gives a table that size long before anyone measures it (the
+    /// job-table peers analyze their tables; the others need nothing).
+    fn settle<'a>(
+        &'a self,
+        _client: &'a Client,
+        _queue: &'a PeerQueue,
+    ) -> Pending<'a, Result<(), String>> {
+        Box::pin(async { Ok(()) })
+    }
+
+    /// Messages a consumer asks for per pop in the drain, where nothing is measured (at least
+    /// the scenario's pop batch).
+    fn drain_batch(&self) -> u32 {
+        crate::workload::plan::DRAIN_POP_BATCH
+    }
+
+    /// What the peer does instead of what the scenario asks, for the report's notes, given the
+    /// scenario's pop batch and partitions; `None` where it does what is asked.
+    fn instead(&self, _pop_batch: u32, _partitions: u32) -> Option<String> {
+        None
+    }
 }
 
 /// What a queue that hands out rows (or batches) without partition leases promises: no

@@ -310,6 +310,46 @@ async fn run(client: &Client, sql: &str, queue: &str, of: &[&Delivery]) -> Resul
     Ok(())
 }
 
+/// Readies a consumer's connection: its client learns pg-boss's `job_state` enum (the type of
+/// the `state` column its fetch returns) from a statement with no rows. tokio-postgres looks an
+/// unknown result type up on the same connection while the query's rows wait in a one-slot
+/// channel, so the first fetch of a hundred jobs on a cold connection waited forever for the
+/// lookup queued behind its own rows: every consumer hung on its first pop.
+pub async fn learn_types(client: &Client) -> Result<(), String> {
+    client
+        .prepare("SELECT NULL::pgboss.job_state")
+        .await
+        .map_err(db("pgboss: learning its job_state type"))?;
+    Ok(())
+}
+
+/// Jobs a drain pop asks for: its fetch sorts every waiting job of the queue whatever the
+/// batch (`ORDER BY priority desc, created_on, id` under `FOR UPDATE SKIP LOCKED`, which keeps
+/// PostgreSQL from a top-N sort), so the drain of a standing backlog asks for large batches, as
+/// its `batchSize` allows, to work it off in a bounded time.
+pub const DRAIN_BATCH: u32 = 20_000;
+
+/// Analyzes the job table (every queue's partition), as autovacuum would have by the time a
+/// table holds a standing backlog.
+pub async fn settle(client: &Client) -> Result<(), String> {
+    client
+        .batch_execute("ANALYZE pgboss.job")
+        .await
+        .map_err(db("pgboss: ANALYZE pgboss.job"))
+}
+
+/// What pg-boss does instead of a pop of `pop_batch`.
+pub fn instead(pop_batch: u32) -> String {
+    format!(
+        "pgboss: a pop of {pop_batch} is its fetch with batchSize {pop_batch} and the answer its \
+         complete (or fail) over the batch's ids; a standard queue keeps no per-partition order \
+         (the partition is not sent); its fetch sorts every waiting job of the queue before \
+         taking a batch (ORDER BY priority desc, created_on, id under FOR UPDATE SKIP LOCKED: no \
+         top-N sort, and its index on (name, start_after) gives no order), so a fetch costs in \
+         proportion to the backlog; the drain fetches with batchSize {DRAIN_BATCH}"
+    )
+}
+
 /// Jobs not finished: created, retrying or active.
 pub async fn backlog(client: &Client, queue: &str) -> Result<i64, String> {
     let row = client
@@ -353,6 +393,30 @@ impl Peer for PgBoss {
     /// node and the package must give its statements.
     fn check_parts<'a>(&'a self, _admin: &'a Client) -> Pending<'a, Result<(), String>> {
         Box::pin(async { plans().await.map(|_| ()) })
+    }
+
+    fn settle<'a>(
+        &'a self,
+        client: &'a Client,
+        _queue: &'a PeerQueue,
+    ) -> Pending<'a, Result<(), String>> {
+        Box::pin(settle(client))
+    }
+
+    fn drain_batch(&self) -> u32 {
+        DRAIN_BATCH
+    }
+
+    fn open_consumer<'a>(
+        &'a self,
+        client: &'a Client,
+        _queue: &'a mut PeerQueue,
+    ) -> Pending<'a, Result<(), String>> {
+        Box::pin(learn_types(client))
+    }
+
+    fn instead(&self, pop_batch: u32, _partitions: u32) -> Option<String> {
+        Some(instead(pop_batch))
     }
 
     fn install<'a>(

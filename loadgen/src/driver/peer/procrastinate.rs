@@ -258,6 +258,32 @@ pub async fn answer(
     Ok(done)
 }
 
+/// Analyzes the job table, as autovacuum would have by the time a table holds a standing
+/// backlog: without statistics the planner takes `procrastinate_fetch_job_v2`'s candidates by a
+/// bitmap scan of every waiting job and sorts them, seconds per fetch on tens of thousands of
+/// jobs, where with them it walks its priority index and stops at the first free lock.
+pub async fn settle(client: &Client) -> Result<(), String> {
+    client
+        .batch_execute("ANALYZE procrastinate_jobs")
+        .await
+        .map_err(db("procrastinate: ANALYZE procrastinate_jobs"))
+}
+
+/// What procrastinate does instead of a pop of `pop_batch` over `partitions` partitions.
+pub fn instead(pop_batch: u32, partitions: u32) -> String {
+    format!(
+        "procrastinate: a pop of {pop_batch} is up to {pop_batch} `procrastinate_fetch_job_v2` \
+         calls (one job each, stopping at the first that finds none) and each job is finished by \
+         its own `procrastinate_finish_job_v1`; its `lock` is the partition and a lock has one \
+         `doing` job at a time, so a pop holds at most {partitions} jobs (one per partition) and \
+         all consumers together at most {partitions}; each fetch rejects, one by one, every \
+         waiting job whose lock is busy (its NOT EXISTS over the lock's earlier jobs), so on a \
+         standing backlog a fetch costs in proportion to the backlog and one that finds nothing \
+         reads all of it: its throughput here is that cost, and a backlog it cannot work off \
+         within run.drain_timeout_secs is left undrained (still `todo` in its table)"
+    )
+}
+
 /// Jobs not finished yet (`todo` or `doing`).
 pub async fn backlog(client: &Client, queue: &str) -> Result<i64, String> {
     let row = client
@@ -302,6 +328,24 @@ impl Peer for Procrastinate {
     /// Its Python package must be importable (its schema ships inside it).
     fn check_parts<'a>(&'a self, _admin: &'a Client) -> Pending<'a, Result<(), String>> {
         Box::pin(async { schema_path().await.map(|_| ()) })
+    }
+
+    fn settle<'a>(
+        &'a self,
+        client: &'a Client,
+        _queue: &'a PeerQueue,
+    ) -> Pending<'a, Result<(), String>> {
+        Box::pin(settle(client))
+    }
+
+    /// The scenario's own pops: it fetches one job per call, so a larger drain pop only holds
+    /// its jobs' locks longer, through a last fetch that finds none and reads the whole backlog.
+    fn drain_batch(&self) -> u32 {
+        1
+    }
+
+    fn instead(&self, pop_batch: u32, partitions: u32) -> Option<String> {
+        Some(instead(pop_batch, partitions))
     }
 
     fn install<'a>(

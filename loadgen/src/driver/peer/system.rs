@@ -126,6 +126,7 @@ impl PeerCell {
         });
         let queue = &self.queue.queue;
         spawn::prefill(cr, queue, &ctx, &calls, progress).await?;
+        self.settle().await?;
         let mut workers = spawn::spawn_workers(cr, queue, &ctx, &calls);
         if self.queue.peer.needs_ticker() {
             let ticker = worker::tick(self.queue.clone(), self.url.clone(), ctx.clone());
@@ -158,6 +159,12 @@ impl PeerCell {
                 .error(format!("audit: dead-letter listing failed: {e}")),
         }
         dlq
+    }
+
+    /// The peer's settling of the prefilled backlog (its tables analyzed, where it needs it).
+    async fn settle(&self) -> Result<(), String> {
+        let client = worker::connect(&self.url).await?;
+        self.queue.peer.settle(&client, &self.queue).await
     }
 
     /// Whether the peer holds nothing more for its consumers.

@@ -394,3 +394,165 @@ fn an_answer_reads_back_from_its_ack_status() {
         assert_eq!(Answer::of(a.status()), a);
     }
 }
+
+/// Produces `per_lock` jobs on each of `locks` partitions in batches of 100 (one partition per
+/// batch, as the workload's producers write), returning every transactionId.
+async fn produce_backlog(d: &PeerQueue, c: &Client, locks: usize, per_lock: usize) -> Vec<String> {
+    let mut all = Vec::new();
+    for round in 0..per_lock.div_ceil(100) {
+        for lock in 0..locks {
+            let n = (per_lock - round * 100).min(100);
+            let ids: Vec<String> = (0..n)
+                .map(|i| format!("p{lock}-{}", round * 100 + i))
+                .collect();
+            let partition = format!("p{lock}");
+            let batch: Vec<Produced> = ids
+                .iter()
+                .map(|t| Produced {
+                    transaction_id: t,
+                    payload_json: r#"{"pad":"x"}"#,
+                    partition: &partition,
+                })
+                .collect();
+            d.produce(c, &batch).await.expect("produced");
+            all.extend(ids);
+        }
+    }
+    all
+}
+
+/// Pops of `batch` on `client`, each answered `completed` whole, until the peer's backlog is 0
+/// (`limit` at most): every transactionId delivered, in delivery order.
+async fn drain_all(d: &PeerQueue, client: &Client, batch: u32, limit: Duration) -> Vec<Delivery> {
+    let deadline = std::time::Instant::now() + limit;
+    let mut seen = Vec::new();
+    while d.backlog(client).await.unwrap() > 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the backlog did not drain in {limit:?}: {} left",
+            d.backlog(client).await.unwrap()
+        );
+        let got = tokio::time::timeout(Duration::from_secs(30), d.consume(client, batch))
+            .await
+            .expect("a pop returns (it does not hang)")
+            .unwrap();
+        let answers = vec![Answer::Completed; got.deliveries.len()];
+        let done = d.answer(client, &got, &answers).await.unwrap();
+        assert_eq!(done.completed.len(), got.deliveries.len());
+        seen.extend(got.deliveries);
+    }
+    seen
+}
+
+/// Every produced transactionId was delivered exactly once.
+fn each_once(produced: &[String], seen: &[Delivery]) {
+    let mut txns: Vec<&str> = seen.iter().map(|d| d.transaction_id.as_str()).collect();
+    txns.sort_unstable();
+    let mut want: Vec<&str> = produced.iter().map(String::as_str).collect();
+    want.sort_unstable();
+    assert_eq!(txns.len(), want.len(), "deliveries: one per job");
+    assert_eq!(txns, want, "every job delivered once");
+}
+
+use std::time::Duration;
+
+#[tokio::test]
+async fn procrastinate_works_off_a_standing_backlog_once_each_in_lock_order() {
+    let db = fresh("peer_procrastinate_backlog").await;
+    if let Err(missing) = procrastinate::Procrastinate.check_parts(&db.client).await {
+        panic!("this machine lacks procrastinate ({missing}); .ci/run installs it");
+    }
+    let mut d = driver(&procrastinate::Procrastinate);
+    let setup = Setup {
+        queue: &d.queue,
+        consumers: std::slice::from_ref(&d.consumer),
+        batch: 100,
+        retry_limit: 1,
+        lease_secs: 30,
+    };
+    let p = &procrastinate::Procrastinate;
+    p.install(&db.url, &db.client, &setup).await.unwrap();
+    let produced = produce_backlog(&d, &db.client, 16, 150).await;
+    p.settle(&db.client, &d)
+        .await
+        .expect("the table is analyzed");
+    let analyzed: i64 = db
+        .client
+        .query_one(
+            "SELECT count(*) FROM pg_stat_user_tables \
+             WHERE relname = 'procrastinate_jobs' AND last_analyze IS NOT NULL",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(analyzed, 1, "settle analyzed procrastinate_jobs");
+    // A consumer on its own connection, as the workers have.
+    let consumer = super::worker::connect(&db.url).await.unwrap();
+    p.open_consumer(&consumer, &mut d).await.unwrap();
+    let first = d.consume(&consumer, 100).await.unwrap();
+    assert_eq!(
+        first.deliveries.len(),
+        16,
+        "a pop of 100 holds one job per lock"
+    );
+    d.answer(&consumer, &first, &[Answer::Completed; 16])
+        .await
+        .unwrap();
+    let mut seen = first.deliveries;
+    seen.extend(drain_all(&d, &consumer, 100, Duration::from_secs(120)).await);
+    each_once(&produced, &seen);
+    for lock in 0..16 {
+        let order: Vec<&str> = seen
+            .iter()
+            .filter(|s| s.partition.as_deref() == Some(&format!("p{lock}")))
+            .map(|s| s.transaction_id.as_str())
+            .collect();
+        let want: Vec<String> = (0..150).map(|i| format!("p{lock}-{i}")).collect();
+        assert_eq!(order, want, "lock p{lock} is handed out in order");
+    }
+    assert_eq!(d.backlog(&db.client).await.unwrap(), 0);
+}
+
+#[tokio::test]
+async fn pgboss_works_off_a_standing_backlog_once_each_from_cold_connections() {
+    let db = fresh("peer_pgboss_backlog").await;
+    if let Err(missing) = pgboss::PgBoss.check_parts(&db.client).await {
+        panic!("this machine lacks pg-boss ({missing}); .ci/run installs it");
+    }
+    let mut d = driver(&pgboss::PgBoss);
+    let setup = Setup {
+        queue: &d.queue,
+        consumers: std::slice::from_ref(&d.consumer),
+        batch: 100,
+        retry_limit: 1,
+        lease_secs: 30,
+    };
+    let p = &pgboss::PgBoss;
+    p.install(&db.url, &db.client, &setup).await.unwrap();
+    let produced = produce_backlog(&d, &db.client, 16, 500).await;
+    p.settle(&db.client, &d)
+        .await
+        .expect("the table is analyzed");
+    // Each consumer is a fresh connection whose first pop returns a hundred rows carrying
+    // pg-boss's own enum: it must return (a cold client once waited forever on the type).
+    let mut seen = Vec::new();
+    for _ in 0..2 {
+        let consumer = super::worker::connect(&db.url).await.unwrap();
+        p.open_consumer(&consumer, &mut d).await.unwrap();
+        let got = tokio::time::timeout(Duration::from_secs(30), d.consume(&consumer, 100))
+            .await
+            .expect("a cold consumer's first pop of 100 returns")
+            .unwrap();
+        assert_eq!(got.deliveries.len(), 100);
+        d.answer(&consumer, &got, &[Answer::Completed; 100])
+            .await
+            .unwrap();
+        seen.extend(got.deliveries);
+    }
+    let consumer = super::worker::connect(&db.url).await.unwrap();
+    p.open_consumer(&consumer, &mut d).await.unwrap();
+    seen.extend(drain_all(&d, &consumer, p.drain_batch(), Duration::from_secs(120)).await);
+    each_once(&produced, &seen);
+    assert_eq!(d.backlog(&db.client).await.unwrap(), 0);
+}

@@ -20,8 +20,8 @@ use ackbench_wire::{txn_hash, TxnHash};
 
 use super::{Answer, Consumed, PeerQueue, Produced};
 use crate::workload::calls::{AckRequest, AckSent, Batch, Consume, ItemAnswer, Produce, Workers};
+use crate::workload::plan::ConsumerPlan;
 use crate::workload::plan::ProducerPlan;
-use crate::workload::plan::{ConsumerPlan, DRAIN_POP_BATCH};
 use crate::workload::{CellContext, Phase};
 
 /// How often the load generator ticks a PgQ queue (as `pgqd` would), and every how many ticks
@@ -205,7 +205,7 @@ impl Consume for SqlConsumer {
     /// A consumed batch, even an empty one (PgQ's open batch must still be finished).
     async fn pop(&mut self, draining: bool) -> Result<Option<Consumed>, String> {
         let batch = match draining {
-            true => self.pop_batch.max(DRAIN_POP_BATCH),
+            true => self.pop_batch.max(self.queue.peer.drain_batch()),
             false => self.pop_batch,
         };
         self.queue.consume(&self.client, batch).await.map(Some)
