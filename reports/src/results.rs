@@ -277,6 +277,12 @@ pub struct Audit {
     /// timed out): still in flight, neither proven delivered nor proven lost.
     #[serde(default)]
     pub undrained: u64,
+    /// Of the obligations unresolved when the drain did not finish, those the system's own
+    /// storage was seen to hold unfinished afterwards (a peer's job table, read by
+    /// transactionId): waiting where they were put, neither delivered nor lost. Not counted in
+    /// `undrained`.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub still_queued: u64,
     /// Deliveries beyond the first of a transactionId (at-least-once redeliveries).
     pub duplicates: u64,
     /// True when the drain finished: every partition's cursor reached its end, no live lease.
@@ -478,6 +484,7 @@ impl Audit {
         self.dropped += other.dropped;
         self.lost += other.lost;
         self.undrained += other.undrained;
+        self.still_queued += other.still_queued;
         self.duplicates += other.duplicates;
         self.drained = self.drained && other.drained;
         self.dead_lettered_unconfirmed += other.dead_lettered_unconfirmed;

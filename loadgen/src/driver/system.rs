@@ -61,6 +61,16 @@ pub trait Installed: Send + Sync {
     fn dead_letters<'a>(&'a self, running: &'a Running)
         -> Pending<'a, Result<Vec<TxnSet>, String>>;
 
+    /// What the system still holds unfinished, per consumer group of `running`, read from its
+    /// own storage after a drain that did not finish; `None` where it cannot list it (the
+    /// audit then counts every unresolved message as undrained).
+    fn still_queued<'a>(
+        &'a self,
+        _running: &'a Running,
+    ) -> Pending<'a, Result<Option<Vec<TxnSet>>, String>> {
+        Box::pin(async { Ok(None) })
+    }
+
     /// Whether the system itself counts the queue drained for every group of `running` (a
     /// shard's drain ends on it: its own ledger cannot know what other shards resolved).
     fn queue_drained<'a>(&'a self, running: &'a Running) -> Pending<'a, Result<bool, String>>;

@@ -154,6 +154,8 @@ fn markdown_figures(results: &Results) -> String {
             format!("**{} lost**", a.lost)
         } else if a.undrained > 0 {
             format!("**{} undrained**", a.undrained)
+        } else if a.still_queued > 0 {
+            format!("ok, {} still queued", a.still_queued)
         } else {
             "ok".to_string()
         };

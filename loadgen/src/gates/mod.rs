@@ -252,13 +252,14 @@ fn audit_verdicts(results: &Results) -> Vec<GateVerdict> {
                 threshold: 0.0,
                 passed: audit_passed(a, results.complete),
                 detail: format!(
-                    "pushed {}, acked {}, dead-lettered {}, dropped {}, lost {}, undrained {}, duplicates {}{}{}",
+                    "pushed {}, acked {}, dead-lettered {}, dropped {}, lost {}, undrained {}{}, duplicates {}{}{}",
                     a.pushed,
                     a.acked,
                     a.dead_lettered,
                     a.dropped,
                     a.lost,
                     a.undrained,
+                    still_queued_words(a),
                     a.duplicates,
                     match (a.drained, results.complete) {
                         (true, _) => "",
@@ -277,6 +278,15 @@ fn audit_verdicts(results: &Results) -> Vec<GateVerdict> {
             }
         })
         .collect()
+}
+
+/// `, still queued N (in its own table)` when the drain left messages the system was seen to
+/// hold unfinished; empty otherwise.
+pub fn still_queued_words(a: &ackbench_reports::results::Audit) -> String {
+    match a.still_queued {
+        0 => String::new(),
+        n => format!(", still queued {n} (seen unfinished in its own table)"),
+    }
 }
 
 /// A cell's audit holds when nothing was lost and, in a complete run, the drain resolved

@@ -66,10 +66,27 @@ impl Settlement for Whole {
     ) -> Pending<'a, Result<Audit, String>> {
         Box::pin(async move {
             let ledger = &running.ctx.ledger;
-            Ok(match system.dead_letters(running).await {
+            let queued = if drained {
+                None
+            } else {
+                match system.still_queued(running).await {
+                    Ok(listed) => listed,
+                    Err(e) => {
+                        running
+                            .ctx
+                            .error(format!("audit: listing what is still queued failed: {e}"));
+                        None
+                    }
+                }
+            };
+            let mut audit = match system.dead_letters(running).await {
                 Ok(dlq) => ledger.audit(&dlq, drained),
                 Err(_) => ledger.audit_without_listing(drained),
-            })
+            };
+            if let Some(queued) = queued {
+                ledger.count_still_queued(&mut audit, &queued);
+            }
+            Ok(audit)
         })
     }
 }

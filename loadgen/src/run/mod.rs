@@ -369,7 +369,7 @@ pub fn figure_text(v: f64, decimals: usize) -> String {
 
 pub fn audit_words(a: &Audit) -> String {
     format!(
-        "{} (pushed {}, acked {}, dlq {}, dropped {}, lost {}, undrained {}, duplicates {}{}{}{})",
+        "{} (pushed {}, acked {}, dlq {}, dropped {}, lost {}, undrained {}{}, duplicates {}{}{}{})",
         if !a.passed() {
             "LOST MESSAGES"
         } else if !a.broken().is_empty() {
@@ -385,6 +385,7 @@ pub fn audit_words(a: &Audit) -> String {
         a.dropped,
         a.lost,
         a.undrained,
+        crate::gates::still_queued_words(a),
         a.duplicates,
         if a.drained { "" } else { ", not drained" },
         guarantee_words(a),

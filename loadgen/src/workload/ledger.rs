@@ -490,6 +490,24 @@ impl Ledger {
         audit
     }
 
+    /// After a drain that did not finish: moves each unresolved obligation whose message the
+    /// system's own storage still holds unfinished (`queued`, per group) from undrained to
+    /// still queued. Such a message is neither delivered nor lost: it waits where it was put.
+    pub fn count_still_queued(&self, audit: &mut Audit, queued: &[TxnSet]) {
+        if audit.drained {
+            return;
+        }
+        let b = self.book.lock().expect("ledger lock");
+        for (fates, held) in b.fates.iter().zip(queued) {
+            for (txn, f) in fates {
+                if !f.resolved() && held.contains(txn) && audit.undrained > 0 {
+                    audit.undrained -= 1;
+                    audit.still_queued += 1;
+                }
+            }
+        }
+    }
+
     /// Every (message, group) obligation known and its fate, per group: what a shard leaves
     /// for the merge, which reconciles the shards' ledgers together.
     pub fn fates(&self) -> Vec<ByTxn<Fate>> {
@@ -548,6 +566,24 @@ mod tests {
 
     fn h(t: &str) -> TxnHash {
         txn_hash(t)
+    }
+
+    #[test]
+    fn an_undrained_message_its_queue_still_holds_is_still_queued_not_undrained() {
+        let l = Ledger::new(1);
+        l.pushed(&["a", "b", "c"].map(h));
+        l.delivered(0, &[h("a")]);
+        l.answered(0, &h("a"), true, false, false);
+        let mut a = l.audit(&[TxnSet::default()], false);
+        assert_eq!((a.acked, a.undrained, a.still_queued), (1, 2, 0));
+        // The queue's table still holds b (and a, already acked: not counted again).
+        let held: TxnSet = [h("a"), h("b")].into_iter().collect();
+        l.count_still_queued(&mut a, std::slice::from_ref(&held));
+        assert_eq!((a.acked, a.undrained, a.still_queued, a.lost), (1, 1, 1, 0));
+        // A drained cell proves loss instead: nothing moves.
+        let mut drained = l.audit(&[TxnSet::default()], true);
+        l.count_still_queued(&mut drained, &[held]);
+        assert_eq!((drained.lost, drained.still_queued), (2, 0));
     }
 
     #[test]

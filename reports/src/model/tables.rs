@@ -211,6 +211,12 @@ pub(super) fn audit_text(a: &Audit) -> String {
             group_thousands(a.undrained as f64)
         ));
     }
+    if a.still_queued > 0 {
+        t.push_str(&format!(
+            ", {} still queued",
+            group_thousands(a.still_queued as f64)
+        ));
+    }
     if a.duplicates > 0 {
         t.push_str(&format!(
             ", {} duplicates",

@@ -104,6 +104,18 @@ pub trait Peer: Send + Sync {
         queue: &'a PeerQueue,
     ) -> Pending<'a, Result<i64, String>>;
 
+    /// The transactionIds of the messages the queue still holds unfinished (waiting, or taken
+    /// and not completed), read from its own tables when a drain timed out: the audit counts an
+    /// unresolved message found there as still queued rather than undrained. `None` where the
+    /// peer cannot list them.
+    fn still_queued<'a>(
+        &'a self,
+        _client: &'a Client,
+        _queue: &'a PeerQueue,
+    ) -> Pending<'a, Result<Option<Vec<String>>, String>> {
+        Box::pin(async { Ok(None) })
+    }
+
     /// What the peer promises beyond at-least-once delivery, for the guarantee checks (a
     /// peer's queue is judged as one partition whose messages carry no lease).
     fn promises(&self) -> Promises;
@@ -396,6 +408,11 @@ impl PeerQueue {
     /// Messages still in the queue (not completed, not dead-lettered), for the drain.
     pub async fn backlog(&self, client: &Client) -> Result<i64, String> {
         self.peer.backlog(client, self).await
+    }
+
+    /// The transactionIds the queue still holds unfinished, where the peer can list them.
+    pub async fn still_queued(&self, client: &Client) -> Result<Option<Vec<String>>, String> {
+        self.peer.still_queued(client, self).await
     }
 }
 

@@ -362,6 +362,17 @@ pub async fn backlog(client: &Client, queue: &str) -> Result<i64, String> {
     Ok(row.get(0))
 }
 
+/// The transactionIds of the jobs not finished: created, retrying or active.
+pub async fn unfinished(client: &Client, queue: &str) -> Result<Vec<String>, String> {
+    txn_column(
+        client,
+        "SELECT data->>'txn' FROM pgboss.job WHERE name = $1 AND state < 'completed'",
+        &[&queue],
+        "pgboss unfinished jobs",
+    )
+    .await
+}
+
 /// The transactionIds pg-boss copied into the queue's dead-letter queue.
 pub async fn dead_letters(client: &Client, queue: &str) -> Result<Vec<String>, String> {
     txn_column(
@@ -470,5 +481,13 @@ impl Peer for PgBoss {
         queue: &'a PeerQueue,
     ) -> Pending<'a, Result<i64, String>> {
         Box::pin(backlog(client, &queue.queue))
+    }
+
+    fn still_queued<'a>(
+        &'a self,
+        client: &'a Client,
+        queue: &'a PeerQueue,
+    ) -> Pending<'a, Result<Option<Vec<String>>, String>> {
+        Box::pin(async move { unfinished(client, &queue.queue).await.map(Some) })
     }
 }

@@ -297,6 +297,18 @@ pub async fn backlog(client: &Client, queue: &str) -> Result<i64, String> {
     Ok(row.get(0))
 }
 
+/// The transactionIds of the jobs not finished: waiting (`todo`) or taken (`doing`).
+pub async fn unfinished(client: &Client, queue: &str) -> Result<Vec<String>, String> {
+    txn_column(
+        client,
+        "SELECT args->>'txn' FROM procrastinate_jobs \
+         WHERE queue_name = $1 AND status IN ('todo', 'doing')",
+        &[&queue],
+        "procrastinate unfinished jobs",
+    )
+    .await
+}
+
 /// The transactionIds of the jobs left `failed` (out of retries).
 pub async fn failed(client: &Client, queue: &str) -> Result<Vec<String>, String> {
     txn_column(
@@ -407,5 +419,13 @@ impl Peer for Procrastinate {
         queue: &'a PeerQueue,
     ) -> Pending<'a, Result<i64, String>> {
         Box::pin(backlog(client, &queue.queue))
+    }
+
+    fn still_queued<'a>(
+        &'a self,
+        client: &'a Client,
+        queue: &'a PeerQueue,
+    ) -> Pending<'a, Result<Option<Vec<String>>, String>> {
+        Box::pin(async move { unfinished(client, &queue.queue).await.map(Some) })
     }
 }

@@ -167,6 +167,14 @@ impl PeerCell {
         self.queue.peer.settle(&client, &self.queue).await
     }
 
+    /// The transactionIds the peer's tables still hold unfinished (one group), where it can
+    /// list them.
+    async fn unfinished(&self) -> Result<Option<Vec<TxnSet>>, String> {
+        let client = worker::connect(&self.url).await?;
+        let listed = self.queue.still_queued(&client).await?;
+        Ok(listed.map(|txns| vec![txns.iter().map(|t| txn_hash(t)).collect()]))
+    }
+
     /// Whether the peer holds nothing more for its consumers.
     async fn empty(&self) -> Result<bool, String> {
         let client = worker::connect(&self.url).await?;
@@ -205,6 +213,13 @@ impl Installed for PeerCell {
 
     fn queue_drained<'a>(&'a self, _running: &'a Running) -> Pending<'a, Result<bool, String>> {
         Box::pin(self.empty())
+    }
+
+    fn still_queued<'a>(
+        &'a self,
+        _running: &'a Running,
+    ) -> Pending<'a, Result<Option<Vec<TxnSet>>, String>> {
+        Box::pin(self.unfinished())
     }
 
     fn promises(&self) -> Promises {

@@ -202,6 +202,11 @@ async fn procrastinate_hands_out_one_job_per_lock_in_order_and_retries_then_fail
             .is_empty(),
         "the lock is held while t-0 is `doing`"
     );
+    assert_eq!(
+        unfinished(&d, &db.client).await,
+        ["t-0", "t-1", "t-2"],
+        "taken (`doing`) and waiting (`todo`) jobs are still queued"
+    );
     let done = d.answer(&db.client, &got, &[Answer::Failed]).await.unwrap();
     assert_eq!(
         done.redelivering,
@@ -233,6 +238,18 @@ async fn procrastinate_hands_out_one_job_per_lock_in_order_and_retries_then_fail
     }
     assert_eq!(d.backlog(&db.client).await.unwrap(), 0);
     assert_eq!(d.dead_lettered(&db.client).await.unwrap(), vec!["t-0"]);
+    assert!(unfinished(&d, &db.client).await.is_empty());
+}
+
+/// The transactionIds the peer lists as still queued, sorted.
+async fn unfinished(d: &PeerQueue, client: &Client) -> Vec<String> {
+    let mut ids = d
+        .still_queued(client)
+        .await
+        .unwrap()
+        .expect("the peer lists what it still holds");
+    ids.sort();
+    ids
 }
 
 #[tokio::test]
@@ -281,6 +298,7 @@ async fn pgboss_completes_fails_into_retries_then_its_dead_letter_queue() {
     assert_eq!(done.completed, vec!["t-0"]);
     assert_eq!(done.redelivering, vec!["t-1", "t-2"]);
     assert_eq!(d.backlog(&db.client).await.unwrap(), 2);
+    assert_eq!(unfinished(&d, &db.client).await, ["t-1", "t-2"]);
     let again = d.consume(&db.client, 4).await.unwrap();
     assert_eq!(again.deliveries.len(), 2);
     assert!(again.deliveries.iter().all(|m| m.attempt == 2));
