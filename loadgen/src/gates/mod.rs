@@ -263,6 +263,7 @@ fn audit_verdicts(results: &Results) -> Vec<GateVerdict> {
                     a.duplicates,
                     match (a.drained, results.complete) {
                         (true, _) => "",
+                        (false, true) if a.undrained == 0 => " (drain did not finish: every message it left was seen still queued)",
                         (false, true) => " (drain did not finish: loss neither proven nor ruled out)",
                         (false, false) => " (run interrupted: undrained messages were in flight, not lost)",
                     },

@@ -279,11 +279,20 @@ fn undrained_item(r: &Results) -> Option<(Status, String)> {
 fn cell_warnings(r: &Results) -> Vec<(Status, String)> {
     let mut items = Vec::new();
     for c in &r.cells {
-        if !c.summary.audit.drained {
-            let text = format!(
-                "{}: the drain did not finish, so the audit may be incomplete.",
-                c.name
-            );
+        let a = &c.summary.audit;
+        if !a.drained {
+            let text = if a.undrained == 0 && a.still_queued > 0 {
+                format!(
+                    "{}: the drain did not finish; the {} messages it left were seen still queued in its own table (not lost).",
+                    c.name,
+                    format_number(a.still_queued as f64)
+                )
+            } else {
+                format!(
+                    "{}: the drain did not finish, so the audit may be incomplete.",
+                    c.name
+                )
+            };
             items.push((Status::Warning, text));
         }
         let errors = c.summary.figures.errors.median;
