@@ -37,6 +37,31 @@ fn driver(peer: &'static dyn Peer) -> PeerQueue {
     }
 }
 
+/// A fresh database with `peer` installed from its package (a package this machine lacks fails
+/// the test: `.ci/run` installs every peer) and its driver: pops of `batch`, a retry budget of
+/// 2, leases of 30 s.
+async fn installed(name: &str, peer: &'static dyn Peer, batch: u32) -> (Db, PeerQueue) {
+    let db = fresh(name).await;
+    if let Err(missing) = peer.check_parts(&db.client).await {
+        panic!(
+            "this machine lacks {} ({missing}); .ci/run installs it",
+            peer.name()
+        );
+    }
+    let d = driver(peer);
+    let setup = Setup {
+        queue: &d.queue,
+        consumers: std::slice::from_ref(&d.consumer),
+        batch,
+        retry_limit: 1,
+        lease_secs: 30,
+    };
+    if let Err(e) = peer.install(&db.url, &db.client, &setup).await {
+        panic!("{} installs from its package: {e}", peer.name());
+    }
+    (db, d)
+}
+
 async fn produce(d: &PeerQueue, c: &Client, n: usize) -> Vec<String> {
     let ids: Vec<String> = (0..n).map(|i| format!("t-{i}")).collect();
     let payloads: Vec<String> = (0..n).map(|i| format!(r#"{{"i":{i}}}"#)).collect();
@@ -115,22 +140,7 @@ async fn pgmq_deletes_completed_redelivers_retries_and_archives_dead_letters() {
 
 #[tokio::test]
 async fn pgq_hands_out_ticked_batches_and_retries_what_asks() {
-    let db = fresh("peer_pgq").await;
-    if let Err(missing) = pgq::Pgq.check_parts(&db.client).await {
-        panic!("this machine lacks PgQ ({missing}); .ci/run installs it");
-    }
-    let d = driver(&pgq::Pgq);
-    let setup = Setup {
-        queue: &d.queue,
-        consumers: std::slice::from_ref(&d.consumer),
-        batch: 3,
-        retry_limit: 1,
-        lease_secs: 30,
-    };
-    pgq::Pgq
-        .install(&db.url, &db.client, &setup)
-        .await
-        .expect("pgq installs");
+    let (db, d) = installed("peer_pgq", &pgq::Pgq, 3).await;
     let ids = produce(&d, &db.client, 3).await;
     assert!(
         d.consume(&db.client, 3)
@@ -165,22 +175,7 @@ async fn pgq_hands_out_ticked_batches_and_retries_what_asks() {
 
 #[tokio::test]
 async fn procrastinate_hands_out_one_job_per_lock_in_order_and_retries_then_fails() {
-    let db = fresh("peer_procrastinate").await;
-    if let Err(missing) = procrastinate::Procrastinate.check_parts(&db.client).await {
-        panic!("this machine lacks procrastinate ({missing}); .ci/run installs it");
-    }
-    let mut d = driver(&procrastinate::Procrastinate);
-    let setup = Setup {
-        queue: &d.queue,
-        consumers: std::slice::from_ref(&d.consumer),
-        batch: 4,
-        retry_limit: 1,
-        lease_secs: 30,
-    };
-    procrastinate::Procrastinate
-        .install(&db.url, &db.client, &setup)
-        .await
-        .expect("procrastinate installs from its package's schema.sql");
+    let (db, mut d) = installed("peer_procrastinate", &procrastinate::Procrastinate, 4).await;
     procrastinate::Procrastinate
         .open_consumer(&db.client, &mut d)
         .await
@@ -264,22 +259,7 @@ async fn procrastinate_missing_names_what_to_install() {
 
 #[tokio::test]
 async fn pgboss_completes_fails_into_retries_then_its_dead_letter_queue() {
-    let db = fresh("peer_pgboss").await;
-    if let Err(missing) = pgboss::PgBoss.check_parts(&db.client).await {
-        panic!("this machine lacks pg-boss ({missing}); .ci/run installs it");
-    }
-    let d = driver(&pgboss::PgBoss);
-    let setup = Setup {
-        queue: &d.queue,
-        consumers: std::slice::from_ref(&d.consumer),
-        batch: 4,
-        retry_limit: 1,
-        lease_secs: 30,
-    };
-    pgboss::PgBoss
-        .install(&db.url, &db.client, &setup)
-        .await
-        .expect("pg-boss installs from its package's construction plans");
+    let (db, d) = installed("peer_pgboss", &pgboss::PgBoss, 4).await;
     let ids = produce(&d, &db.client, 3).await;
     let mut got = d.consume(&db.client, 4).await.unwrap();
     // Its fetch returns the claimed rows in no promised order.
@@ -476,20 +456,8 @@ use std::time::Duration;
 
 #[tokio::test]
 async fn procrastinate_works_off_a_standing_backlog_once_each_in_lock_order() {
-    let db = fresh("peer_procrastinate_backlog").await;
-    if let Err(missing) = procrastinate::Procrastinate.check_parts(&db.client).await {
-        panic!("this machine lacks procrastinate ({missing}); .ci/run installs it");
-    }
-    let mut d = driver(&procrastinate::Procrastinate);
-    let setup = Setup {
-        queue: &d.queue,
-        consumers: std::slice::from_ref(&d.consumer),
-        batch: 100,
-        retry_limit: 1,
-        lease_secs: 30,
-    };
     let p = &procrastinate::Procrastinate;
-    p.install(&db.url, &db.client, &setup).await.unwrap();
+    let (db, mut d) = installed("peer_procrastinate_backlog", p, 100).await;
     let produced = produce_backlog(&d, &db.client, 16, 150).await;
     p.settle(&db.client, &d)
         .await
@@ -534,20 +502,8 @@ async fn procrastinate_works_off_a_standing_backlog_once_each_in_lock_order() {
 
 #[tokio::test]
 async fn pgboss_works_off_a_standing_backlog_once_each_from_cold_connections() {
-    let db = fresh("peer_pgboss_backlog").await;
-    if let Err(missing) = pgboss::PgBoss.check_parts(&db.client).await {
-        panic!("this machine lacks pg-boss ({missing}); .ci/run installs it");
-    }
-    let mut d = driver(&pgboss::PgBoss);
-    let setup = Setup {
-        queue: &d.queue,
-        consumers: std::slice::from_ref(&d.consumer),
-        batch: 100,
-        retry_limit: 1,
-        lease_secs: 30,
-    };
     let p = &pgboss::PgBoss;
-    p.install(&db.url, &db.client, &setup).await.unwrap();
+    let (db, mut d) = installed("peer_pgboss_backlog", p, 100).await;
     let produced = produce_backlog(&d, &db.client, 16, 500).await;
     p.settle(&db.client, &d)
         .await
