@@ -305,35 +305,39 @@ fn every_metric_the_dashboard_queries_is_exported_by_a_run() {
 /// A Prometheus server on a free port with its own storage, scraping `target` every second;
 /// killed when dropped.
 pub(super) struct Prometheus {
-    pub(super) child: Child,
+    child: Child,
     pub(super) port: u16,
 }
 
 impl Prometheus {
     fn start(dir: &Path, target: u16) -> Prometheus {
+        let config = format!(
+            "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\n\
+             scrape_configs:\n  - job_name: ackbench\n    static_configs:\n      - targets: ['127.0.0.1:{target}']\n"
+        );
+        Prometheus::with_config(dir, &config, &[])
+    }
+
+    /// A Prometheus server run with `config` (its YAML) and `extra_args`, on a free port, its
+    /// storage and log in `dir`, answering before this returns.
+    pub(super) fn with_config(dir: &Path, config: &str, extra_args: &[&str]) -> Prometheus {
         let binary = which("prometheus").unwrap_or_else(|| {
             panic!(
                 "the prometheus server is not installed: this test needs Debian's `prometheus` \
                  package (apt-get install -y prometheus)"
             )
         });
-        let config = dir.join("prometheus.yml");
-        std::fs::write(
-            &config,
-            format!(
-                "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\n\
-                 scrape_configs:\n  - job_name: ackbench\n    static_configs:\n      - targets: ['127.0.0.1:{target}']\n"
-            ),
-        )
-        .unwrap();
+        let config_file = dir.join("prometheus.yml");
+        std::fs::write(&config_file, config).unwrap();
         let port = free_port();
         let child = Command::new(binary)
-            .arg(format!("--config.file={}", config.display()))
+            .arg(format!("--config.file={}", config_file.display()))
             .arg(format!(
                 "--storage.tsdb.path={}",
                 dir.join("tsdb").display()
             ))
             .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .args(extra_args)
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(dir.join("prometheus.log")).unwrap())
             .spawn()
@@ -343,7 +347,7 @@ impl Prometheus {
         prometheus
     }
 
-    pub(super) fn wait_ready(&self, dir: &Path) {
+    fn wait_ready(&self, dir: &Path) {
         let deadline = Instant::now() + Duration::from_secs(30);
         while Instant::now() < deadline {
             if http_get(self.port, "/-/ready").is_some_and(|(head, _)| head.contains(" 200")) {

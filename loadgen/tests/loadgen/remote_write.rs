@@ -5,39 +5,20 @@
 //! a bad URL or interval is refused with exit 2.
 
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
-use super::live::{free_port, unix_now, which, workspace, Prometheus};
+use super::live::{free_port, unix_now, workspace, Prometheus};
 use crate::common::{ackbench, one_real_run_at_a_time, temp_dir};
 
 /// A Prometheus server with its remote-write receiver on, scraping nothing, its storage in
 /// `dir`; killed when dropped.
 fn start_receiver(dir: &Path) -> Prometheus {
-    let binary = which("prometheus").unwrap_or_else(|| {
-        panic!(
-            "the prometheus server is not installed: this test needs Debian's `prometheus` \
-             package (apt-get install -y prometheus)"
-        )
-    });
-    let config = dir.join("prometheus.yml");
-    std::fs::write(&config, "global:\n  evaluation_interval: 1s\n").unwrap();
-    let port = free_port();
-    let child = Command::new(binary)
-        .arg(format!("--config.file={}", config.display()))
-        .arg(format!(
-            "--storage.tsdb.path={}",
-            dir.join("tsdb").display()
-        ))
-        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-        .arg("--web.enable-remote-write-receiver")
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(dir.join("prometheus.log")).unwrap())
-        .spawn()
-        .expect("start prometheus");
-    let prometheus = Prometheus { child, port };
-    prometheus.wait_ready(dir);
-    prometheus
+    Prometheus::with_config(
+        dir,
+        "global:\n  evaluation_interval: 1s\n",
+        &["--web.enable-remote-write-receiver"],
+    )
 }
 
 /// Smoke, one cell, a 4 s window, pushing to `url` every second; its output in `dir/pushed`.
