@@ -89,7 +89,9 @@ pub struct RunOptions {
     pub run_id: Option<String>,
     /// Write every delivery the workers saw (consumer, partition, group, lease, message,
     /// producer and its order, pop and ack send and answer times, the ack's verdict) to FILE as
-    /// JSON lines, one per delivery, for independent checkers (see docs/spec/loadgen.md).
+    /// JSON lines, one per delivery, for independent checkers (see docs/spec/loadgen.md). The
+    /// history is then kept whole until each cell round ends (112 bytes a delivery), instead of
+    /// being judged and dropped as the run goes.
     #[arg(long, value_name = "FILE")]
     pub history: Option<PathBuf>,
     /// Serve live metrics while the run lasts: Prometheus text at http://ADDR/metrics, per

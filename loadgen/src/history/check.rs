@@ -9,10 +9,13 @@
 //!   Queen's servers ignore `leaseSeconds`);
 //! - a broker applies an ack somewhere between its send and its answer.
 //!
-//! Every check works within one (group, partition) window or one (group, message), so a later
-//! bound on memory can check a window's records and drop them.
+//! Every check works within one (group, partition) window or one (group, message), and counts
+//! a finding against one record (the later pop, the accepted ack, the redelivery), so a part of
+//! a history can be judged on its own (`check_part`): only the findings of the pop answers it
+//! owns count, the records around them are context (see `rolling`).
 
 use std::collections::{BTreeMap, HashMap};
+use std::ops::Range;
 
 use ackbench_reports::results::EXAMPLES_KEPT;
 use ackbench_wire::TxnHash;
@@ -39,6 +42,22 @@ pub struct Findings {
 }
 
 impl Findings {
+    /// Adds `other`'s counts and keeps its examples while there is room.
+    pub fn add(&mut self, other: Findings) {
+        self.unexpected += other.unexpected;
+        self.recovered += other.recovered;
+        self.order_violations += other.order_violations;
+        self.reorderings_across_leases += other.reorderings_across_leases;
+        self.lease_overlaps += other.lease_overlaps;
+        self.stale_acks_accepted += other.stale_acks_accepted;
+        self.ack_regressions += other.ack_regressions;
+        for (name, examples) in other.examples {
+            let kept = self.examples.entry(name).or_default();
+            let room = EXAMPLES_KEPT.saturating_sub(kept.len());
+            kept.extend(examples.into_iter().take(room));
+        }
+    }
+
     fn count(&mut self, name: &'static str, example: impl FnOnce() -> String) {
         let counter = match name {
             "unexpected" => &mut self.unexpected,
@@ -58,6 +77,29 @@ impl Findings {
     }
 }
 
+/// The pop answers (by number) whose findings a check counts; the other records it is given
+/// are context, judged before or to be judged later.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Owned(pub Range<u64>);
+
+impl Owned {
+    pub fn all() -> Owned {
+        Owned(0..u64::MAX)
+    }
+
+    fn owns(&self, answer: u64) -> bool {
+        self.0.contains(&answer)
+    }
+}
+
+/// The (group, message) pairs already counted by the findings counted once per pair, kept
+/// across the parts of a history judged one after another (anomalies only: it stays small).
+#[derive(Debug, Clone, Default)]
+pub struct Counted {
+    pushes: HashMap<u16, TxnSet>,
+    regressions: HashMap<u16, TxnSet>,
+}
+
 /// Checks `history` (records in any order); `pushed` says what became of a message's push;
 /// `queue_lease_ms` is the queue's lease time, the longest lease the checks assume a pop got.
 pub fn check(
@@ -75,14 +117,27 @@ pub fn check_deliveries(
     pushed: &dyn Fn(&Delivery) -> Pushed,
     queue_lease_ms: u32,
 ) -> Findings {
+    let mut counted = Counted::default();
+    check_part(history, &Owned::all(), &mut counted, pushed, queue_lease_ms)
+}
+
+/// `check_deliveries` counting only the findings of the pop answers `owned` names, and of the
+/// pairs `counted` does not hold yet (which it then holds).
+pub fn check_part(
+    history: &[Delivery],
+    owned: &Owned,
+    counted: &mut Counted,
+    pushed: &dyn Fn(&Delivery) -> Pushed,
+    queue_lease_ms: u32,
+) -> Findings {
     let mut f = Findings::default();
-    check_pushes(history, pushed, &mut f);
-    check_regressions(history, &mut f);
+    check_pushes(history, owned, &mut counted.pushes, pushed, &mut f);
+    check_regressions(history, owned, &mut counted.regressions, &mut f);
     for window in windows(history).values() {
         let holds = holds(window, queue_lease_ms);
-        check_order(window, pushed, &mut f);
-        check_overlaps(&holds, &mut f);
-        check_stale_acks(window, &holds, &mut f);
+        check_order(window, owned, pushed, &mut f);
+        check_overlaps(&holds, owned, &mut f);
+        check_stale_acks(window, &holds, owned, &mut f);
     }
     f
 }
@@ -106,14 +161,24 @@ fn secs(t: Micros) -> String {
 }
 
 /// `unexpected` and `recovered`: distinct (group, message) pairs delivered that no push sent,
-/// or whose push failed on the client.
-fn check_pushes(history: &[Delivery], pushed: &dyn Fn(&Delivery) -> Pushed, f: &mut Findings) {
+/// or whose push failed on the client; each counted against its first delivery.
+fn check_pushes(
+    history: &[Delivery],
+    owned: &Owned,
+    counted: &mut HashMap<u16, TxnSet>,
+    pushed: &dyn Fn(&Delivery) -> Pushed,
+    f: &mut Findings,
+) {
     let mut seen: HashMap<u16, TxnSet> = HashMap::new();
     for d in history {
-        if !seen.entry(d.group).or_default().insert(d.txn) {
+        if !seen.entry(d.group).or_default().insert(d.txn) || !owned.owns(d.answer) {
             continue;
         }
-        match pushed(d) {
+        let pushed = pushed(d);
+        if pushed == Pushed::Booked || !counted.entry(d.group).or_default().insert(d.txn) {
+            continue;
+        }
+        match pushed {
             Pushed::Booked => {}
             Pushed::Never => f.count("unexpected", || {
                 format!(
@@ -134,8 +199,14 @@ fn check_pushes(history: &[Delivery], pushed: &dyn Fn(&Delivery) -> Pushed, f: &
 /// (`completed`, answered success that changed something) was answered: the broker had
 /// committed the ack before that pop reached it. Acks the client sent again and assumed
 /// settled are not the broker's word, and count nothing; nor do `completed` items placed after
-/// a nack of their partition in the same request (`lowest_signals`).
-fn check_regressions(history: &[Delivery], f: &mut Findings) {
+/// a nack of their partition in the same request (`lowest_signals`). Counted against the
+/// redelivery.
+fn check_regressions(
+    history: &[Delivery],
+    owned: &Owned,
+    counted: &mut HashMap<u16, TxnSet>,
+    f: &mut Findings,
+) {
     let signals = lowest_signals(history);
     let mut acked: HashMap<(u16, TxnHash), Micros> = HashMap::new();
     for d in history {
@@ -146,12 +217,14 @@ fn check_regressions(history: &[Delivery], f: &mut Findings) {
             *at = (*at).min(d.ack_answered);
         }
     }
-    let mut counted: HashMap<u16, TxnSet> = HashMap::new();
     for d in history {
         let Some(&at) = acked.get(&(d.group, d.txn)) else {
             continue;
         };
-        if d.pop_sent > at && counted.entry(d.group).or_default().insert(d.txn) {
+        if d.pop_sent > at
+            && owned.owns(d.answer)
+            && counted.entry(d.group).or_default().insert(d.txn)
+        {
             f.count("ack_regressions", || {
                 format!(
                     "{} acked with success (answered at {}) was delivered again to consumer {} by a pop sent at {}",
@@ -228,7 +301,7 @@ fn holds(window: &[&Delivery], queue_lease_ms: u32) -> Vec<Hold> {
 /// `lease_overlaps`: a pop by another consumer that was sent after a hold's pop was answered
 /// and answered before the hold could have ended: the broker granted it while the first lease
 /// was certainly live. Each such pop counts once.
-fn check_overlaps(holds: &[Hold], f: &mut Findings) {
+fn check_overlaps(holds: &[Hold], owned: &Owned, f: &mut Findings) {
     let mut live: Vec<&Hold> = Vec::new();
     for b in holds {
         live.retain(|a| a.certain_until > b.pop_sent);
@@ -237,7 +310,7 @@ fn check_overlaps(holds: &[Hold], f: &mut Findings) {
                 && a.pop_answered <= b.pop_sent
                 && b.pop_answered < a.certain_until
         });
-        if let Some(a) = overlapped {
+        if let Some(a) = overlapped.filter(|_| owned.owns(b.answer)) {
             f.count("lease_overlaps", || {
                 format!(
                     "consumer {} took the partition by a pop sent at {} and answered at {}, while consumer {} held it from {} until at least {}",
@@ -258,9 +331,9 @@ fn check_overlaps(holds: &[Hold], f: &mut Findings) {
 /// sent after another consumer's pop under another lease was answered, that pop having been sent
 /// after this delivery's pop was answered: the lease had certainly passed before the ack
 /// reached the broker. Each such ack of a message counts once.
-fn check_stale_acks(window: &[&Delivery], holds: &[Hold], f: &mut Findings) {
+fn check_stale_acks(window: &[&Delivery], holds: &[Hold], owned: &Owned, f: &mut Findings) {
     for d in window {
-        if d.verdict != Verdict::Accepted || d.lease_less || d.lease == 0 {
+        if d.verdict != Verdict::Accepted || d.lease_less || d.lease == 0 || !owned.owns(d.answer) {
             continue;
         }
         // Holds are sorted by pop send: only those sent between this pop's answer and the ack's
@@ -293,7 +366,12 @@ fn check_stale_acks(window: &[&Delivery], holds: &[Hold], f: &mut Findings) {
 /// `order_violations` and `reorderings_across_leases`, over the first deliveries of one window
 /// (a message's deliveries all fall in its partition's window) by producer. Messages of a
 /// failed push, or of no known producer, are not judged.
-fn check_order(window: &[&Delivery], pushed: &dyn Fn(&Delivery) -> Pushed, f: &mut Findings) {
+fn check_order(
+    window: &[&Delivery],
+    owned: &Owned,
+    pushed: &dyn Fn(&Delivery) -> Pushed,
+    f: &mut Findings,
+) {
     let mut firsts: ByTxn<&Delivery> = ByTxn::default();
     for d in window {
         let first = firsts.entry(d.txn).or_insert(d);
@@ -308,18 +386,21 @@ fn check_order(window: &[&Delivery], pushed: &dyn Fn(&Delivery) -> Pushed, f: &m
         }
     }
     for deliveries in by_producer.values_mut() {
-        order_within_answers(deliveries, f);
-        order_across_answers(deliveries, f);
+        order_within_answers(deliveries, owned, f);
+        order_across_answers(deliveries, owned, f);
     }
 }
 
 /// Within one pop answer, a message placed after one of the same producer pushed later.
-fn order_within_answers(deliveries: &mut [&Delivery], f: &mut Findings) {
+fn order_within_answers(deliveries: &mut [&Delivery], owned: &Owned, f: &mut Findings) {
     deliveries.sort_by_key(|d| (d.answer, d.position));
     let mut highest: Option<&Delivery> = None;
     for d in deliveries.iter() {
         match highest {
             Some(h) if h.answer == d.answer && (h.seq, h.index) > (d.seq, d.index) => {
+                if !owned.owns(d.answer) {
+                    continue;
+                }
                 f.count("order_violations", || {
                     format!(
                         "{} came after {} in one pop answer to consumer {}",
@@ -336,12 +417,12 @@ fn order_within_answers(deliveries: &mut [&Delivery], f: &mut Findings) {
 
 /// Across pop answers, a message first delivered by a pop sent after a later message of the
 /// same producer had been answered: counted apart, allowed.
-fn order_across_answers(deliveries: &mut [&Delivery], f: &mut Findings) {
+fn order_across_answers(deliveries: &mut [&Delivery], owned: &Owned, f: &mut Findings) {
     deliveries.sort_by_key(|d| std::cmp::Reverse((d.seq, d.index)));
     let mut earliest_later: Option<&Delivery> = None;
     for d in deliveries.iter() {
         if let Some(l) = earliest_later {
-            if l.pop_answered < d.pop_sent {
+            if l.pop_answered < d.pop_sent && owned.owns(d.answer) {
                 f.count("reorderings_across_leases", || {
                     format!(
                         "{} was first delivered by a pop sent at {}, after {} had been delivered at {}",

@@ -6,12 +6,14 @@
 //!
 //! A record holds hashes, small integers and microsecond offsets from the history's start (a
 //! monotonic clock), 112 bytes per delivery. Records are appended in the order pops are
-//! answered; every check works per (group, partition) window, so a later bound on memory can
-//! check a window's records and drop them.
+//! answered. A long run judges them as it goes and drops the ones no later check needs
+//! (`rolling`), so the history holds about a lease time's worth of deliveries, not the run's.
 
 pub mod check;
 pub mod export;
+pub mod rolling;
 
+use std::collections::VecDeque;
 use std::sync::Mutex;
 use std::time::Instant;
 
@@ -148,12 +150,24 @@ pub struct AckOutcome {
 pub struct History {
     start: Instant,
     records: Mutex<Records>,
+    /// What the rolling judge found in the records it judged, and what it keeps of them.
+    rolled: Mutex<rolling::Rolled>,
 }
 
 #[derive(Default)]
 struct Records {
-    deliveries: Vec<Delivery>,
+    /// The records not dropped, in record-number order.
+    deliveries: VecDeque<Delivery>,
+    /// The record number of `deliveries[0]`: the records below it were judged and dropped.
+    base: usize,
     answers: u64,
+}
+
+impl Records {
+    fn get_mut(&mut self, record: usize) -> Option<&mut Delivery> {
+        let i = record.checked_sub(self.base)?;
+        self.deliveries.get_mut(i)
+    }
 }
 
 impl Default for History {
@@ -161,6 +175,7 @@ impl Default for History {
         History {
             start: Instant::now(),
             records: Mutex::new(Records::default()),
+            rolled: Mutex::new(rolling::Rolled::default()),
         }
     }
 }
@@ -178,7 +193,7 @@ impl History {
         let mut r = self.records.lock().expect("history lock");
         let answer = r.answers;
         r.answers += 1;
-        let first = r.deliveries.len();
+        let first = r.base + r.deliveries.len();
         r.deliveries.extend(messages.enumerate().map(|(i, m)| {
             let (producer, seq, index) = producer_order(m.transaction_id);
             Delivery {
@@ -209,7 +224,7 @@ impl History {
     pub fn answered(&self, record: usize, ack: &AckOutcome) {
         let (sent, answered) = (self.micros(ack.sent), self.micros(ack.answered));
         let mut r = self.records.lock().expect("history lock");
-        if let Some(d) = r.deliveries.get_mut(record) {
+        if let Some(d) = r.get_mut(record) {
             d.status = ack.status;
             d.lease_less = ack.lease_less;
             d.verdict = ack.verdict;
@@ -223,23 +238,38 @@ impl History {
     pub fn ack_sent(&self, first: usize, statuses: &[&str], lease_less: bool, sent: Instant) {
         let sent = self.micros(sent);
         let mut r = self.records.lock().expect("history lock");
-        let end = (first + statuses.len()).min(r.deliveries.len());
-        for (d, status) in r.deliveries[first.min(end)..end].iter_mut().zip(statuses) {
+        for (i, status) in statuses.iter().enumerate() {
+            let Some(d) = r.get_mut(first + i) else {
+                continue;
+            };
             d.status = Status::of(status);
             d.lease_less = lease_less;
             d.ack_sent = d.ack_sent.min(sent);
         }
     }
 
-    /// Runs `f` over every record, in the order pops were answered, without copying them.
+    /// Runs `f` over every record not dropped, in the order pops were answered, without
+    /// copying them.
     pub fn inspect<R>(&self, f: impl FnOnce(&[Delivery]) -> R) -> R {
-        f(&self.records.lock().expect("history lock").deliveries)
+        f(self
+            .records
+            .lock()
+            .expect("history lock")
+            .deliveries
+            .make_contiguous())
+    }
+
+    /// How many records are held, and how many were judged and dropped.
+    pub fn held_and_dropped(&self) -> (usize, usize) {
+        let r = self.records.lock().expect("history lock");
+        (r.deliveries.len(), r.base)
     }
 }
 
 /// Checks the cell round's history against what the ledger saw of the pushes and writes the
-/// findings into `audit`, judged by what the target `promises`; `queue_lease_ms` is the queue's
-/// lease time (no pop's lease is assumed longer: a broker may grant it whatever a pop asks).
+/// findings into `audit` (with those the rolling judge found in the records it dropped), judged
+/// by what the target `promises`; `queue_lease_ms` is the queue's lease time (no pop's lease
+/// is assumed longer: a broker may grant it whatever a pop asks).
 pub fn judge(
     history: &History,
     ledger: &Ledger,
@@ -248,8 +278,7 @@ pub fn judge(
     queue_lease_ms: u32,
 ) {
     let pushed = |d: &Delivery| ledger.push_of_from(&d.txn, origin(d).as_ref());
-    let findings =
-        history.inspect(|history| check::check_deliveries(history, &pushed, queue_lease_ms));
+    let findings = history.judge_the_rest(&pushed, queue_lease_ms);
     audit.history_checked = true;
     audit.promises = promises;
     audit.unexpected = findings.unexpected;

@@ -57,6 +57,12 @@ async fn measure(
     let run = &cr.scenario.run;
     let label = cr.label();
     let mut workload = Workload::start(cr, system, settlement, progress).await?;
+    let lease_ms = cr.scenario.queue.options.lease_time.saturating_mul(1000);
+    // A history exported whole is judged whole at the end; otherwise it is judged as it goes.
+    let roller = env
+        .history
+        .is_none()
+        .then(|| history::rolling::Roller::start(workload.ctx().clone(), lease_ms));
     live::cell_started(cr, workload.ctx());
     let window = if workload
         .warm_up(&label, run.warmup_secs, cancel, progress)
@@ -80,6 +86,7 @@ async fn measure(
             .drain(&label, run.drain_timeout_secs, cancel, progress)
             .await;
     workload.stop().await;
+    drop(roller);
     let mut audit = workload.audit(drained, &cr.tag()).await?;
     let ctx = workload.ctx();
     history::judge(
@@ -87,7 +94,7 @@ async fn measure(
         &ctx.ledger,
         &mut audit,
         system.promises(),
-        cr.scenario.queue.options.lease_time.saturating_mul(1000),
+        lease_ms,
     );
     live::cell_finished(&audit);
     if let Some(path) = &env.history {
