@@ -53,7 +53,7 @@ impl Search<'_> {
         let label = format!("[{}] {}", self.scenario.name, self.name(c));
         progress.say(&format!(
             "{label}: fresh database and broker; searching for the knee from {} msg/s",
-            amount(self.plan.start_rate)
+            amount(self.bounds(c).start)
         ));
         let tag = format!("capacity_{}", self.name(c).replace(['+', '.', '-'], "_"));
         let first = self.round(self.scenario, c, 0);
@@ -84,7 +84,7 @@ impl Search<'_> {
     ) -> (Vec<Step>, LadderEnd) {
         let mut steps: Vec<Step> = Vec::new();
         loop {
-            let rate = match verdict::next_rate(&steps, &self.bounds()) {
+            let rate = match verdict::next_rate(&steps, &self.bounds(c)) {
                 verdict::Next::Try(rate) => rate,
                 end => return (steps, LadderEnd::Searched(end)),
             };
@@ -102,7 +102,7 @@ impl Search<'_> {
                 .and_then(|p| p.embedded_cluster())
                 .and_then(|e| e.postmaster_pid());
             let plan = Plan {
-                step_secs: verdict::window_secs(&steps, &self.bounds(), self.plan),
+                step_secs: verdict::window_secs(&steps, &self.bounds(c), self.plan),
                 ..self.plan.clone()
             };
             let measured = step::measure(
@@ -122,10 +122,15 @@ impl Search<'_> {
         }
     }
 
-    fn bounds(&self) -> verdict::Bounds {
+    /// Cell `c`'s search bounds: the plan's, from the cell's own start if it has one.
+    fn bounds(&self, c: Cell) -> verdict::Bounds {
         let p = self.plan;
         verdict::Bounds {
-            start: p.start_rate,
+            start: p
+                .cell_starts
+                .get(&self.name(c))
+                .copied()
+                .unwrap_or(p.start_rate),
             factor: p.step_factor,
             min: p.min_rate,
             max: p.max_rate,

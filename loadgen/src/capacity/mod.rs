@@ -99,6 +99,7 @@ pub fn plan(s: &Scenario, flags: SearchFlags) -> Result<Plan, String> {
         consumers: s.consumers.count,
         consumer_groups: s.consumers.group_names().len() as u32,
         prefill_per_partition: s.prefill.messages_per_partition,
+        cell_starts: Default::default(),
     })
 }
 

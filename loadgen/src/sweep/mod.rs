@@ -309,7 +309,8 @@ impl Sweeper<'_> {
                     point_words(point)
                 );
                 let seed = self.seed.wrapping_add((repeat as u64) << 32 | i as u64);
-                match self.run_point(env, point, seed).await {
+                let starts = knee_starts(&runs, i);
+                match self.run_point(env, point, seed, starts).await {
                     Ok((results, error)) => {
                         let dir =
                             self.opts
@@ -334,12 +335,14 @@ impl Sweeper<'_> {
         (runs, true, None)
     }
 
-    /// One search at `point`: its settings applied, its cores confined, capacity run.
+    /// One search at `point`: its settings applied, its cores confined, capacity run, each
+    /// cell starting at its rate in `starts` (if any).
     async fn run_point(
         &self,
         env: &mut Env,
         point: &Point,
         seed: u64,
+        starts: BTreeMap<String, f64>,
     ) -> Result<(CapacityResults, Option<String>), String> {
         let mut s = self.scenario.at_point(point)?;
         finish_point_scenario(&mut s, self.opts)?;
@@ -353,9 +356,15 @@ impl Sweeper<'_> {
         let offer = self.offer_at(point);
         confine(env, &offer)?;
         // The point's own plan: its producers and consumers may differ from the base scenario's.
+        let base = capacity::plan(&s, self.opts.search())?;
+        let cell_starts = starts
+            .into_iter()
+            .map(|(cell, rate)| (cell, rate.clamp(base.min_rate, base.max_rate)))
+            .collect();
         let plan = Plan {
             window_growth: self.opts.window_growth,
-            ..capacity::plan(&s, self.opts.search())?
+            cell_starts,
+            ..base
         };
         Ok(capacity::run(&s, env, &plan, &self.criteria, seed, self.cancel.clone()).await)
     }
@@ -469,6 +478,23 @@ fn confine(env: &mut Env, offer: &Offer) -> Result<(), String> {
         None => None,
     };
     Ok(())
+}
+
+/// Where each cell's search at point `point` starts: at the knee its search before at this point
+/// found (a repeat), else at the one it found at the point before (the first repeat), so a
+/// search spends its steps near its knee rather than on the way there; none for the first.
+fn knee_starts(runs: &Runs, point: usize) -> BTreeMap<String, f64> {
+    let before = runs[point]
+        .last()
+        .or_else(|| point.checked_sub(1).and_then(|p| runs[p].last()));
+    before
+        .map(|r| {
+            r.cells
+                .iter()
+                .filter_map(|c| Some((c.name.clone(), c.sustained_rate?)))
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 fn point_words(point: &Point) -> String {

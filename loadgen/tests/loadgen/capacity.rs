@@ -355,6 +355,7 @@ fn synthetic() -> CapacityResults {
             consumers: 16,
             consumer_groups: 1,
             prefill_per_partition: 0,
+            cell_starts: Default::default(),
         },
         cells: vec![
             cell(

@@ -1,11 +1,12 @@
 //! `ackbench sweep` and `ackbench plan` through the binary: bad input refused before anything
 //! starts, and one tiny real sweep (synchronous_commit on and off, one cell, short steps, one
-//! repeat) that writes a knee for every point, whose WAL syncs show the setting took effect, and
-//! that `plan` answers from.
+//! repeat) that writes a knee for every point, whose WAL syncs show the setting took effect,
+//! whose second point starts where the first found its knee, and that `plan` answers from.
 
 use std::path::Path;
 use std::process::Command;
 
+use ackbench_reports::capacity::CapacityResults;
 use ackbench_reports::sweep::SweepResults;
 
 use crate::common::{ackbench, one_real_run_at_a_time, temp_dir, Outcome};
@@ -181,10 +182,21 @@ fn a_tiny_real_sweep_writes_a_knee_for_every_point_and_plan_answers_from_it() {
         syncs(0),
         syncs(1)
     );
-    assert!(out_dir
-        .join("point-2-repeat-1")
-        .join("capacity.json")
-        .exists());
+    let capacity = |point: usize| {
+        let path = out_dir
+            .join(format!("point-{point}-repeat-1"))
+            .join("capacity.json");
+        CapacityResults::from_json(&std::fs::read_to_string(path).unwrap()).unwrap()
+    };
+    assert!(
+        capacity(1).plan.cell_starts.is_empty(),
+        "the first search starts at --start"
+    );
+    assert_eq!(
+        capacity(2).plan.cell_starts.get("none").copied(),
+        r.points[0].cells[0].knee.sustained,
+        "the second point starts where the first found its knee"
+    );
     let html = std::fs::read_to_string(out_dir.join("sweep.html")).unwrap();
     assert!(html.contains("chart-sweep-pareto") && html.contains("may lose acked commits"));
 

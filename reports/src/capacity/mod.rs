@@ -102,6 +102,11 @@ pub struct Plan {
     pub consumer_groups: u32,
     /// Messages per partition prefilled into each step's queue before its warm-up.
     pub prefill_per_partition: u64,
+    /// The first rate of a cell whose search starts elsewhere than `start_rate`, by cell name
+    /// (a sweep starts a cell where its search at the same point, or the point before, found
+    /// the knee).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub cell_starts: std::collections::BTreeMap<String, f64>,
 }
 
 /// A condition a step can fail.
