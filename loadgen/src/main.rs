@@ -127,11 +127,26 @@ struct ReportArgs {
     out: Option<PathBuf>,
 }
 
+/// Makes every allocation of 1 MiB or more a mapping of its own, returned to the system when
+/// freed. glibc's threshold otherwise rises to the largest block freed so far, after which such
+/// blocks come from the heap and keep the resident memory at its highest: the history roller's
+/// copies and its checks' tables, allocated and freed every 10 s, then read as a soak's growth
+/// (a 30-minute run at 3 000 msg/s grew from 97 to 115 MiB in steps, with nothing held longer).
+fn large_allocations_return_to_the_system() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: called once at start, before any thread is spawned; the parameter and value are
+    // ones glibc documents.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 1 << 20);
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     if cli.command.only_prints() {
         quiet_on_closed_pipe();
     }
+    large_allocations_return_to_the_system();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

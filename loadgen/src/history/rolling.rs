@@ -38,6 +38,9 @@ pub const SETTLE_WAIT: Micros = 10_000_000;
 /// client's pop times not being quite in the order the records were appended.
 pub const CONTEXT: Micros = 35_000_000 + CLOCK_SLACK;
 
+/// Records the history's buffer keeps room for however few it holds.
+const MIN_CAPACITY: usize = 4096;
+
 /// What the rolling judge keeps between rolls.
 #[derive(Debug, Default)]
 pub struct Rolled {
@@ -108,19 +111,21 @@ impl History {
     }
 
     /// The answers from `judged` on whose records all settled `SETTLE_WAIT` before `now`, with
-    /// their context, copied out; `None` when there is none.
+    /// their context, copied out; `None` when there is none. The records stay where they are
+    /// (no `make_contiguous`): the consumers wait on this lock.
     fn part_to_judge(&self, judged: u64, lease: Micros, now: Micros) -> Option<Part> {
-        let mut r = self.records.lock().expect("history lock");
-        let records = r.deliveries.make_contiguous();
+        let r = self.records.lock().expect("history lock");
+        let records = &r.deliveries;
         let start = records.partition_point(|d| d.answer < judged);
-        let settled = records[start..]
-            .iter()
+        let settled = records
+            .range(start..)
             .take_while(|d| settled_at(d, lease).saturating_add(SETTLE_WAIT) <= now)
             .count();
         let mut end = start + settled;
         if let Some(unsettled) = records.get(end) {
             // Whole answers only.
-            end = start + records[start..end].partition_point(|d| d.answer < unsettled.answer);
+            let whole = records.range(start..end);
+            end = start + whole.take_while(|d| d.answer < unsettled.answer).count();
         }
         if end == start {
             return None;
@@ -128,17 +133,17 @@ impl History {
         let owned_end = records
             .get(end)
             .map_or(records[end - 1].answer + 1, |d| d.answer);
-        let owned = &records[start..end];
-        let earliest = owned.iter().map(|d| d.pop_sent).min().unwrap_or(0);
-        let context_from = earliest.saturating_sub(CONTEXT);
-        let before = records[..start]
-            .iter()
+        let earliest = records.range(start..end).map(|d| d.pop_sent).min();
+        let context_from = earliest.unwrap_or(0).saturating_sub(CONTEXT);
+        let before = records
+            .range(..start)
             .filter(|d| settled_at(d, lease) >= context_from);
         // Every later record: a few seconds' worth, since the owned ones settled.
-        let after = records[end..].iter();
+        let mut copied = Vec::with_capacity(records.len());
+        copied.extend(before.chain(records.range(start..)));
         Some(Part {
             owned: Owned(records[start].answer..owned_end),
-            records: before.chain(owned).chain(after).copied().collect(),
+            records: copied,
         })
     }
 
@@ -164,6 +169,11 @@ impl History {
             dropped += 1;
         }
         r.base += dropped;
+        // A burst of held records (a lease waited out) grows the buffer; give it back after.
+        let len = r.deliveries.len().max(MIN_CAPACITY);
+        if r.deliveries.capacity() > 4 * len {
+            r.deliveries.shrink_to(2 * len);
+        }
         dropped
     }
 }

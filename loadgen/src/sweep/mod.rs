@@ -295,6 +295,11 @@ impl Sweeper<'_> {
     async fn run_grid(&self, env: &mut Env) -> (Runs, bool, Option<String>) {
         let points = self.scenario.sweep.points();
         let mut runs: Runs = vec![Vec::new(); points.len()];
+        if let Some(first) = points.first() {
+            if let Err(e) = self.warm_up(env, first).await {
+                return (runs, true, Some(e));
+            }
+        }
         for repeat in 0..self.opts.repeats {
             for (i, point) in points.iter().enumerate() {
                 if *self.cancel.borrow() {
@@ -347,11 +352,7 @@ impl Sweeper<'_> {
         let mut s = self.scenario.at_point(point)?;
         finish_point_scenario(&mut s, self.opts)?;
         if let (Some(settings), Some(pg)) = (&self.pg_settings, env.postgres.as_ref()) {
-            let values: Vec<(String, String)> = point
-                .iter()
-                .filter_map(|(k, v)| Some((k.strip_prefix("pg.")?.to_string(), value_text(v))))
-                .collect();
-            settings.apply(pg, &values).await?;
+            settings.apply(pg, &pg_values(point)).await?;
         }
         let offer = self.offer_at(point);
         confine(env, &offer)?;
@@ -367,6 +368,38 @@ impl Sweeper<'_> {
             ..base
         };
         Ok(capacity::run(&s, env, &plan, &self.criteria, seed, self.cancel.clone()).await)
+    }
+
+    /// One unmeasured step of the first cell at the first point's start rate, before the first
+    /// search: the first search after the cluster started ran on cold caches (tiny-batches,
+    /// registry+fusion: end-to-end p99 211 ms at 3 000 msg/s, where every later search measured
+    /// 78-92 ms at that rate).
+    async fn warm_up(&self, env: &mut Env, point: &Point) -> Result<(), String> {
+        let mut s = self.scenario.at_point(point)?;
+        finish_point_scenario(&mut s, self.opts)?;
+        s.run.cells.truncate(1);
+        if let (Some(settings), Some(pg)) = (&self.pg_settings, env.postgres.as_ref()) {
+            settings.apply(pg, &pg_values(point)).await?;
+        }
+        confine(env, &self.offer_at(point))?;
+        let base = capacity::plan(&s, self.opts.search())?;
+        // One rate only: the search ends after its first step, held or not.
+        let plan = Plan {
+            min_rate: base.start_rate,
+            max_rate: base.start_rate,
+            ..base
+        };
+        eprintln!("ackbench: sweep warm-up: one unmeasured step before the first search");
+        let (_, error) = capacity::run(
+            &s,
+            env,
+            &plan,
+            &self.criteria,
+            self.seed,
+            self.cancel.clone(),
+        )
+        .await;
+        error.map_or(Ok(()), |e| Err(format!("sweep warm-up: {e}")))
     }
 
     /// What the machine offers at `point`: its cores, those given to PostgreSQL and the broker.
@@ -480,6 +513,14 @@ fn confine(env: &mut Env, offer: &Offer) -> Result<(), String> {
     Ok(())
 }
 
+/// The PostgreSQL settings of `point`, named as the server names them.
+fn pg_values(point: &Point) -> Vec<(String, String)> {
+    point
+        .iter()
+        .filter_map(|(k, v)| Some((k.strip_prefix("pg.")?.to_string(), value_text(v))))
+        .collect()
+}
+
 /// Where each cell's search at point `point` starts: at the knee its search before at this point
 /// found (a repeat), else at the one it found at the point before (the first repeat), so a
 /// search spends its steps near its knee rather than on the way there; none for the first.
@@ -512,6 +553,7 @@ fn notes() -> Vec<String> {
     vec![
         "each point runs the capacity knee search (see capacity.json beside it) on the point's scenario, with its PostgreSQL settings applied by ALTER SYSTEM and a reload, or a restart where a setting needs one".into(),
         "a knee is the median of the repeats' sustained rates, with the lowest and highest; repeats run the whole grid again".into(),
+        "one unmeasured step of the first cell warms the cluster before the first search; the first search starts every cell at the start rate, every later one at the knee the cell's search before found (the repeat before at the same point, else the point before)".into(),
         "costs per message are measured on the highest sustained step (below the knee), per answered message per consumer group; PostgreSQL CPU is its whole process tree read from /proc".into(),
         "the cost model's knee is the lowest of: cores / CPU per message for each confined process, for the unconfined ones together, and for the machine; fsyncs per second / WAL syncs per message".into(),
         "host.pg_cores confines PostgreSQL to the first cores, host.broker_cores the broker to the last ones (taskset); the load generator is never confined".into(),
