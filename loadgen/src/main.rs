@@ -131,7 +131,8 @@ struct ReportArgs {
 /// freed. glibc's threshold otherwise rises to the largest block freed so far, after which such
 /// blocks come from the heap and keep the resident memory at its highest: the history roller's
 /// copies and its checks' tables, allocated and freed every 10 s, then read as a soak's growth
-/// (a 30-minute run at 3 000 msg/s grew from 97 to 115 MiB in steps, with nothing held longer).
+/// (a 30-minute run at 3 000 msg/s grew from 97 MiB at minute 5 to 150 MiB in steps, with
+/// nothing held longer).
 fn large_allocations_return_to_the_system() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: called once at start, before any thread is spawned; the parameter and value are

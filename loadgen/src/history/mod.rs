@@ -9,11 +9,11 @@
 //! answered. A long run judges them as it goes and drops the ones no later check needs
 //! (`rolling`), so the history holds about a lease time's worth of deliveries, not the run's.
 
+pub mod blocks;
 pub mod check;
 pub mod export;
 pub mod rolling;
 
-use std::collections::VecDeque;
 use std::sync::Mutex;
 use std::time::Instant;
 
@@ -157,7 +157,7 @@ pub struct History {
 #[derive(Default)]
 struct Records {
     /// The records not dropped, in record-number order.
-    deliveries: VecDeque<Delivery>,
+    deliveries: blocks::Blocks,
     /// The record number of `deliveries[0]`: the records below it were judged and dropped.
     base: usize,
     answers: u64,
@@ -194,9 +194,9 @@ impl History {
         let answer = r.answers;
         r.answers += 1;
         let first = r.base + r.deliveries.len();
-        r.deliveries.extend(messages.enumerate().map(|(i, m)| {
+        for (i, m) in messages.enumerate() {
             let (producer, seq, index) = producer_order(m.transaction_id);
-            Delivery {
+            r.deliveries.push(Delivery {
                 txn: m.txn,
                 partition: xxh3_64(m.partition_id.as_bytes()),
                 lease: m.lease_id.map_or(0, |l| xxh3_64(l.as_bytes()).max(1)),
@@ -215,8 +215,8 @@ impl History {
                 pop_answered: answered,
                 ack_sent: NEVER,
                 ack_answered: NEVER,
-            }
-        }));
+            });
+        }
         first
     }
 
@@ -248,15 +248,12 @@ impl History {
         }
     }
 
-    /// Runs `f` over every record not dropped, in the order pops were answered, without
-    /// copying them.
+    /// Runs `f` over every record not dropped, in the order pops were answered (a copy, taken
+    /// under the lock).
     pub fn inspect<R>(&self, f: impl FnOnce(&[Delivery]) -> R) -> R {
-        f(self
-            .records
-            .lock()
-            .expect("history lock")
-            .deliveries
-            .make_contiguous())
+        let r = self.records.lock().expect("history lock");
+        let all: Vec<Delivery> = r.deliveries.iter().copied().collect();
+        f(&all)
     }
 
     /// How many records are held, and how many were judged and dropped.

@@ -38,9 +38,6 @@ pub const SETTLE_WAIT: Micros = 10_000_000;
 /// client's pop times not being quite in the order the records were appended.
 pub const CONTEXT: Micros = 35_000_000 + CLOCK_SLACK;
 
-/// Records the history's buffer keeps room for however few it holds.
-const MIN_CAPACITY: usize = 4096;
-
 /// What the rolling judge keeps between rolls.
 #[derive(Debug, Default)]
 pub struct Rolled {
@@ -48,6 +45,9 @@ pub struct Rolled {
     judged: u64,
     findings: Findings,
     counted: Counted,
+    /// The records of the part being judged, kept from roll to roll so the copy's memory is
+    /// held, not taken and given back each time.
+    part: Vec<Delivery>,
 }
 
 /// When a record's last event happened or can be taken to have: its ack's answer, else the end
@@ -61,12 +61,6 @@ fn settled_at(d: &Delivery, queue_lease: Micros) -> Micros {
     d.pop_answered.max(lease_end).max(ack_sent)
 }
 
-/// One roll's part of the history: the answers it owns and the records the checks need.
-struct Part {
-    owned: Owned,
-    records: Vec<Delivery>,
-}
-
 impl History {
     /// Judges the answers settled `SETTLE_WAIT` before `now` (micros on the history's clock)
     /// and drops the records no later judgement needs; returns how many records it dropped.
@@ -77,17 +71,18 @@ impl History {
         now: Micros,
     ) -> usize {
         let lease = queue_lease_ms as Micros * 1000;
-        let mut rolled = self.rolled.lock().expect("rolled lock");
-        if let Some(part) = self.part_to_judge(rolled.judged, lease, now) {
+        let mut guard = self.rolled.lock().expect("rolled lock");
+        let rolled = &mut *guard;
+        if let Some(owned) = self.part_to_judge(rolled.judged, lease, now, &mut rolled.part) {
             let found = check::check_part(
-                &part.records,
-                &part.owned,
+                &rolled.part,
+                &owned,
                 &mut rolled.counted,
                 pushed,
                 queue_lease_ms,
             );
             rolled.findings.add(found);
-            rolled.judged = part.owned.0.end;
+            rolled.judged = owned.0.end;
         }
         self.drop_judged(rolled.judged, lease, now)
     }
@@ -110,41 +105,49 @@ impl History {
         total
     }
 
-    /// The answers from `judged` on whose records all settled `SETTLE_WAIT` before `now`, with
-    /// their context, copied out; `None` when there is none. The records stay where they are
-    /// (no `make_contiguous`): the consumers wait on this lock.
-    fn part_to_judge(&self, judged: u64, lease: Micros, now: Micros) -> Option<Part> {
+    /// The answers from `judged` on whose records all settled `SETTLE_WAIT` before `now`;
+    /// `None` when there is none. Their records and their context are copied into `part`
+    /// under the lock (the consumers wait on it; the checks run after it is released).
+    fn part_to_judge(
+        &self,
+        judged: u64,
+        lease: Micros,
+        now: Micros,
+        part: &mut Vec<Delivery>,
+    ) -> Option<Owned> {
         let r = self.records.lock().expect("history lock");
         let records = &r.deliveries;
         let start = records.partition_point(|d| d.answer < judged);
         let settled = records
-            .range(start..)
+            .iter_from(start)
             .take_while(|d| settled_at(d, lease).saturating_add(SETTLE_WAIT) <= now)
             .count();
         let mut end = start + settled;
         if let Some(unsettled) = records.get(end) {
             // Whole answers only.
-            let whole = records.range(start..end);
+            let whole = records.iter_from(start).take(end - start);
             end = start + whole.take_while(|d| d.answer < unsettled.answer).count();
         }
         if end == start {
             return None;
         }
-        let owned_end = records
-            .get(end)
-            .map_or(records[end - 1].answer + 1, |d| d.answer);
-        let earliest = records.range(start..end).map(|d| d.pop_sent).min();
+        let answer = |i: usize| records.get(i).map(|d| d.answer);
+        let owned_start = answer(start).unwrap_or(0);
+        let owned_end = answer(end).unwrap_or_else(|| answer(end - 1).unwrap_or(0) + 1);
+        let earliest = records
+            .iter_from(start)
+            .take(end - start)
+            .map(|d| d.pop_sent)
+            .min();
         let context_from = earliest.unwrap_or(0).saturating_sub(CONTEXT);
         let before = records
-            .range(..start)
+            .iter()
+            .take(start)
             .filter(|d| settled_at(d, lease) >= context_from);
         // Every later record: a few seconds' worth, since the owned ones settled.
-        let mut copied = Vec::with_capacity(records.len());
-        copied.extend(before.chain(records.range(start..)));
-        Some(Part {
-            owned: Owned(records[start].answer..owned_end),
-            records: copied,
-        })
+        part.clear();
+        part.extend(before.chain(records.iter_from(start)));
+        Some(Owned(owned_start..owned_end))
     }
 
     /// Drops the judged records (answers below `judged`), oldest first, that no record still
@@ -161,7 +164,7 @@ impl History {
             .unwrap_or(now);
         let before = earliest_open.saturating_sub(CONTEXT);
         let mut dropped = 0;
-        while let Some(d) = r.deliveries.front() {
+        while let Some(d) = r.deliveries.get(0) {
             if d.answer >= judged || settled_at(d, lease) >= before {
                 break;
             }
@@ -169,11 +172,6 @@ impl History {
             dropped += 1;
         }
         r.base += dropped;
-        // A burst of held records (a lease waited out) grows the buffer; give it back after.
-        let len = r.deliveries.len().max(MIN_CAPACITY);
-        if r.deliveries.capacity() > 4 * len {
-            r.deliveries.shrink_to(2 * len);
-        }
         dropped
     }
 }
@@ -263,7 +261,9 @@ mod tests {
         let h = History::default();
         {
             let mut r = h.records.lock().unwrap();
-            r.deliveries.extend(records.iter().copied());
+            for d in records {
+                r.deliveries.push(*d);
+            }
             r.answers = records.len() as u64;
         }
         h
@@ -383,7 +383,7 @@ mod tests {
             {
                 let mut r = h.records.lock().unwrap();
                 while next < records.len() && records[next].pop_answered <= now {
-                    r.deliveries.push_back(records[next]);
+                    r.deliveries.push(records[next]);
                     next += 1;
                 }
             }
