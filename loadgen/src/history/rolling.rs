@@ -146,6 +146,13 @@ impl History {
             .filter(|d| settled_at(d, lease) >= context_from);
         // Every later record: a few seconds' worth, since the owned ones settled.
         part.clear();
+        // Room for every record held and an eighth more: the buffer follows what is held (up
+        // after a burst, down after it), instead of doubling and staying.
+        let room = records.len() + records.len() / 8;
+        if part.capacity() > room + room / 2 {
+            part.shrink_to(room);
+        }
+        part.reserve_exact(room);
         part.extend(before.chain(records.iter_from(start)));
         Some(Owned(owned_start..owned_end))
     }
