@@ -17,7 +17,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::ops::Range;
 
-use ackbench_reports::results::EXAMPLES_KEPT;
+use ackbench_reports::results::{Audit, EXAMPLES_KEPT};
 use ackbench_wire::TxnHash;
 
 use super::{Delivery, Micros, Status, Verdict, NEVER};
@@ -42,19 +42,20 @@ pub struct Findings {
 }
 
 impl Findings {
-    /// Adds `other`'s counts and keeps its examples while there is room.
-    pub fn add(&mut self, other: Findings) {
-        self.unexpected += other.unexpected;
-        self.recovered += other.recovered;
-        self.order_violations += other.order_violations;
-        self.reorderings_across_leases += other.reorderings_across_leases;
-        self.lease_overlaps += other.lease_overlaps;
-        self.stale_acks_accepted += other.stale_acks_accepted;
-        self.ack_regressions += other.ack_regressions;
-        for (name, examples) in other.examples {
-            let kept = self.examples.entry(name).or_default();
-            let room = EXAMPLES_KEPT.saturating_sub(kept.len());
-            kept.extend(examples.into_iter().take(room));
+    /// The findings as an audit's guarantee counts and examples (a checked history's; its
+    /// ledger counts left at zero), to be added with `Audit::add_guarantees`.
+    pub fn audit(self) -> Audit {
+        Audit {
+            history_checked: true,
+            unexpected: self.unexpected,
+            recovered: self.recovered,
+            order_violations: self.order_violations,
+            reorderings_across_leases: self.reorderings_across_leases,
+            lease_overlaps: self.lease_overlaps,
+            stale_acks_accepted: self.stale_acks_accepted,
+            ack_regressions: self.ack_regressions,
+            examples: self.examples,
+            ..Audit::default()
         }
     }
 

@@ -275,17 +275,10 @@ pub fn judge(
     queue_lease_ms: u32,
 ) {
     let pushed = |d: &Delivery| ledger.push_of_from(&d.txn, origin(d).as_ref());
-    let findings = history.judge_the_rest(&pushed, queue_lease_ms);
+    let found = history.judge_the_rest(&pushed, queue_lease_ms);
+    audit.add_guarantees(&found);
     audit.history_checked = true;
     audit.promises = promises;
-    audit.unexpected = findings.unexpected;
-    audit.recovered = findings.recovered;
-    audit.order_violations = findings.order_violations;
-    audit.reorderings_across_leases = findings.reorderings_across_leases;
-    audit.lease_overlaps = findings.lease_overlaps;
-    audit.stale_acks_accepted = findings.stale_acks_accepted;
-    audit.ack_regressions = findings.ack_regressions;
-    audit.examples = findings.examples;
 }
 
 /// The producer, push number and place in the push of a transactionId this load generator

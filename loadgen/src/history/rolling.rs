@@ -21,7 +21,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::check::{self, Counted, Findings, Owned, CLOCK_SLACK};
+use ackbench_reports::results::Audit;
+
+use super::check::{self, Counted, Owned, CLOCK_SLACK};
 use super::{origin, Delivery, History, Micros, NEVER};
 use crate::workload::ledger::Pushed;
 use crate::workload::CellContext;
@@ -43,7 +45,8 @@ pub const CONTEXT: Micros = 35_000_000 + CLOCK_SLACK;
 pub struct Rolled {
     /// Pop answers below this number have been judged.
     judged: u64,
-    findings: Findings,
+    /// The guarantee counts and examples found so far.
+    found: Audit,
     counted: Counted,
     /// The records of the part being judged, kept from roll to roll so the copy's memory is
     /// held, not taken and given back each time.
@@ -81,7 +84,7 @@ impl History {
                 pushed,
                 queue_lease_ms,
             );
-            rolled.findings.add(found);
+            rolled.found.add_guarantees(&found.audit());
             rolled.judged = owned.0.end;
         }
         self.drop_judged(rolled.judged, lease, now)
@@ -93,15 +96,15 @@ impl History {
         &self,
         pushed: &dyn Fn(&Delivery) -> Pushed,
         queue_lease_ms: u32,
-    ) -> Findings {
+    ) -> Audit {
         let rolled = self.rolled.lock().expect("rolled lock");
         let owned = Owned(rolled.judged..u64::MAX);
         let mut counted = rolled.counted.clone();
         let found = self.inspect(|records| {
             check::check_part(records, &owned, &mut counted, pushed, queue_lease_ms)
         });
-        let mut total = rolled.findings.clone();
-        total.add(found);
+        let mut total = rolled.found.clone();
+        total.add_guarantees(&found.audit());
         total
     }
 
@@ -406,7 +409,7 @@ mod tests {
         assert_eq!(rolled.lease_overlaps, whole.lease_overlaps);
         assert_eq!(rolled.ack_regressions, whole.ack_regressions);
         assert_eq!(rolled.unexpected, whole.unexpected);
-        assert_eq!(rolled, whole);
+        assert_eq!(rolled, whole.audit());
     }
 
     #[test]
