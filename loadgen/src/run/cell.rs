@@ -225,15 +225,19 @@ fn close_minute(
             rss_mib,
         });
         let p99 = |op: &str| m.latency.get(op).map_or(f64::NAN, |l| l.p99_ms);
+        // What the load generator holds, so a soak's memory can be read against it.
+        let (deliveries, _) = ctx.history.held_and_dropped();
         format!(
-            "minute {} push {:.0}/s ack {:.0}/s ack p99 {:.1}ms e2e p99 {:.1}ms backlog {:.0} rss {:.0}MiB",
+            "minute {} push {:.0}/s ack {:.0}/s ack p99 {:.1}ms e2e p99 {:.1}ms backlog {:.0} rss {:.0}MiB (holding {deliveries} deliveries; ledger {} pairs, {} retired pieces)",
             m.minute,
             m.pushed,
             m.acked,
             p99("ack"),
             p99("e2e"),
             m.backlog,
-            m.rss_mib
+            m.rss_mib,
+            ctx.ledger.live_entries(),
+            ctx.ledger.retired_pieces(),
         )
     })
 }
