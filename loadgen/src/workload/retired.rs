@@ -124,15 +124,18 @@ impl Partial {
             .is_some_and(|w| w & (1 << (i % 64)) != 0)
     }
 
-    /// Sets message `index`; true when it was not set yet.
+    /// Sets message `index`; true when it was not set yet. The count grows in a branch, not as
+    /// `count += u32::from(new)` with `new` returned: rustc 1.95 at opt-level 2 and above
+    /// dropped that increment here (rust-lang/rust#158206), so no push ever completed and a
+    /// release build's retired form grew by a piece per push.
     fn insert(&mut self, index: u32) -> bool {
+        if self.contains(index) {
+            return false;
+        }
         let i = index as usize;
-        let word = &mut self.bits[i / 64];
-        let bit = 1 << (i % 64);
-        let new = *word & bit == 0;
-        *word |= bit;
-        self.count += u32::from(new);
-        new
+        self.bits[i / 64] |= 1u64 << (i % 64);
+        self.count += 1;
+        true
     }
 }
 
