@@ -122,19 +122,18 @@ impl Search<'_> {
         }
     }
 
-    /// Cell `c`'s search bounds: the plan's, from the cell's own start if it has one.
+    /// Cell `c`'s search bounds: the plan's, or from the cell's own start (a knee found
+    /// before) galloping away from it.
     fn bounds(&self, c: Cell) -> verdict::Bounds {
         let p = self.plan;
+        let own = p.cell_starts.get(&self.name(c)).copied();
         verdict::Bounds {
-            start: p
-                .cell_starts
-                .get(&self.name(c))
-                .copied()
-                .unwrap_or(p.start_rate),
+            start: own.unwrap_or(p.start_rate),
             factor: p.step_factor,
             min: p.min_rate,
             max: p.max_rate,
             precision: p.precision,
+            first_factor: own.map(|_| verdict::gallop_from_knee(p.precision)),
         }
     }
 

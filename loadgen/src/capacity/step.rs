@@ -16,7 +16,7 @@ use crate::workload::CellContext;
 
 use super::model::{Plan, Step};
 
-/// One step on a fresh queue: prefill, workers, warm-up, the window, workers stopped.
+/// One step on a fresh queue: prefill, workers, warm-up, the window, workers aborted.
 /// `Ok(None)` when interrupted.
 pub(super) async fn measure(
     cr: &CellRound<'_>,
@@ -52,7 +52,9 @@ pub(super) async fn measure(
         Some((window, pg_cpu.cores()))
     };
     // Stopping ends latency recording, so the histograms read below cover the window alone.
-    workload.stop().await;
+    // Nothing after the window is judged: the workers are aborted rather than given a
+    // long-poll's timeout to notice.
+    workload.abort().await;
     progress.finish();
     Ok(window.filter(|(w, _)| !w.interrupted).map(|(w, pg_cpu)| {
         let mut step = figures(cr, &w, &ctx);

@@ -300,13 +300,34 @@ pub struct Bounds {
     pub max: f64,
     /// The bracket is narrow enough once failing / sustained <= 1 + precision.
     pub precision: f64,
+    /// When the start is a knee found before (a sweep's repeat or next point): the first move
+    /// from it, each further move the same way squaring it (a gallop), up to `factor`; `None`
+    /// moves by `factor` from the first.
+    pub first_factor: Option<f64>,
+}
+
+impl Bounds {
+    /// The factor of the search's move after `moves` moves the same way.
+    fn move_factor(&self, moves: usize) -> f64 {
+        match self.first_factor {
+            Some(f) => f.powi(1 << moves.min(8)).min(self.factor),
+            None => self.factor,
+        }
+    }
+}
+
+/// The first move of a search that starts at a knee found before: twice the precision, so that
+/// a knee that did not move is bracketed by that move and one bisection.
+pub fn gallop_from_knee(precision: f64) -> f64 {
+    1.0 + 2.0 * precision
 }
 
 /// The next step of the search, given the steps judged so far (in any order): first the start;
-/// then by the factor up from a sustained rate or down from a failing one until the knee is
-/// bracketed (a sustained rate below a failing one); then the geometric middle of the bracket
-/// until it is within the precision. Rates are rounded to three digits; a rate already tried
-/// ends the search (the bracket cannot narrow further at that rounding).
+/// then by the factor (or a gallop, `Bounds::first_factor`) up from a sustained rate or down
+/// from a failing one until the knee is bracketed (a sustained rate below a failing one); then
+/// the geometric middle of the bracket until it is within the precision. Rates are rounded to
+/// three digits; a rate already tried ends the search (the bracket cannot narrow further at
+/// that rounding).
 pub fn next_rate(steps: &[Step], b: &Bounds) -> Next {
     let failing = steps
         .iter()
@@ -321,9 +342,16 @@ pub fn next_rate(steps: &[Step], b: &Bounds) -> Next {
     let (next, end) = match (sustained, failing) {
         (None, None) => (b.start, Next::Bracketed),
         (Some(s), None) if s >= b.max * (1.0 - 1e-9) => return Next::SustainedAtMax,
-        (Some(s), None) => ((s * b.factor).min(b.max), Next::SustainedAtMax),
+        // Before a bracket every step moved the same way: `steps.len() - 1` moves so far.
+        (Some(s), None) => {
+            let factor = b.move_factor(steps.len().saturating_sub(1));
+            ((s * factor).min(b.max), Next::SustainedAtMax)
+        }
         (None, Some(f)) if f <= b.min * (1.0 + 1e-9) => return Next::FailedAtFloor,
-        (None, Some(f)) => ((f / b.factor).max(b.min), Next::FailedAtFloor),
+        (None, Some(f)) => {
+            let factor = b.move_factor(steps.len().saturating_sub(1));
+            ((f / factor).max(b.min), Next::FailedAtFloor)
+        }
         (Some(s), Some(f)) if f / s <= 1.0 + b.precision => return Next::Bracketed,
         (Some(s), Some(f)) => ((s * f).sqrt(), Next::Bracketed),
     };
@@ -376,6 +404,7 @@ mod window_tests {
             min: 5.0,
             max: 1000.0,
             precision: 0.05,
+            first_factor: None,
         };
         let plan = Plan {
             step_secs: 10.0,

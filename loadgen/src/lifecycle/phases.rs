@@ -125,6 +125,18 @@ impl<'a> Workload<'a> {
         stop_workers(std::mem::take(&mut self.running.workers)).await;
     }
 
+    /// Stops every worker at once, aborting requests in flight and parked long-polls: for a
+    /// workload that is neither drained nor audited (a capacity step), which need not wait out
+    /// a long-poll's timeout.
+    pub async fn abort(&mut self) {
+        self.running.ctx.set_phase(Phase::Stop);
+        for w in std::mem::take(&mut self.running.workers) {
+            w.abort();
+            // Cancelled, or finished first: either way it has stopped.
+            let _ = w.await;
+        }
+    }
+
     /// The round's audit (`tag` names the round), as the settlement takes it; `drained` says
     /// whether the drain resolved everything.
     pub async fn audit(&self, drained: bool, tag: &str) -> Result<Audit, String> {

@@ -253,6 +253,7 @@ fn the_search_brackets_the_knee_from_either_side_and_bisects_it() {
         min: 20.0,
         max: 400_000.0,
         precision: 0.05,
+        first_factor: None,
     };
     for knee in [37.0, 390.0, 401.0, 2345.0, 9000.0] {
         let (tried, end) = search(knee, &b);
@@ -293,6 +294,65 @@ fn the_search_brackets_the_knee_from_either_side_and_bisects_it() {
         ..b
     };
     assert_eq!(search(500.0, &coarse).0, [400.0, 600.0]);
+}
+
+/// The rates `search` tried bracket `knee` within the precision.
+fn assert_bracketed(knee: f64, tried: &[f64], precision: f64) {
+    let held = tried
+        .iter()
+        .copied()
+        .filter(|r| *r < knee)
+        .fold(0.0, f64::max);
+    let failed = tried
+        .iter()
+        .copied()
+        .filter(|r| *r >= knee)
+        .fold(f64::MAX, f64::min);
+    assert!(
+        failed / held <= 1.0 + precision + 1e-9,
+        "knee {knee}: {held}..{failed} from {tried:?}"
+    );
+}
+
+#[test]
+fn a_search_from_a_known_knee_gallops_and_brackets_an_unmoved_knee_in_three_steps() {
+    let from_knee = Bounds {
+        start: 1000.0,
+        factor: 1.5,
+        min: 50.0,
+        max: 1_000_000.0,
+        precision: 0.05,
+        first_factor: Some(verdict::gallop_from_knee(0.05)),
+    };
+    // The knee where it was (within the precision either way): the start, one move, one
+    // bisection.
+    for knee in [960.0, 1030.0, 1080.0] {
+        let (tried, end) = search(knee, &from_knee);
+        assert_eq!(end, Next::Bracketed, "knee {knee}: {tried:?}");
+        assert!(tried.len() <= 3, "knee {knee}: {tried:?}");
+        assert_bracketed(knee, &tried, 0.05);
+    }
+    // Moves grow: 1.1, 1.21, 1.46, then the step factor.
+    assert_eq!(
+        search(5000.0, &from_knee).0[..5],
+        [1000.0, 1100.0, 1330.0, 1950.0, 2930.0]
+    );
+    assert_eq!(search(300.0, &from_knee).0[..3], [1000.0, 909.0, 751.0]);
+    // A knee far away costs at most two steps more than moving by the factor from the first.
+    let by_factor = Bounds {
+        first_factor: None,
+        ..from_knee
+    };
+    for knee in [120.0, 400.0, 1900.0, 2500.0, 7000.0, 40_000.0] {
+        let (gallop, end) = search(knee, &from_knee);
+        assert_eq!(end, Next::Bracketed, "knee {knee}: {gallop:?}");
+        assert_bracketed(knee, &gallop, 0.05);
+        let plain = search(knee, &by_factor).0;
+        assert!(
+            gallop.len() <= plain.len() + 2,
+            "knee {knee}: {gallop:?} against {plain:?}"
+        );
+    }
 }
 
 #[test]
