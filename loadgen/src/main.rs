@@ -51,6 +51,9 @@ enum Command {
     /// Answer a target rate and p99 from a sweep.json: which points met it here, and what the
     /// cost model says a host with the given cores and fsync rate would sustain.
     Plan(ackbench::sweep::options::PlanOptions),
+    /// Apply this build's cost model to a finished sweep's measurements (its directory's
+    /// sweep.json and each search's capacity.json); writes sweep.json and sweep.html to --out.
+    Remodel(ackbench::sweep::options::RemodelOptions),
 }
 
 impl Command {
@@ -64,6 +67,7 @@ impl Command {
                 | Command::Baseline(_)
                 | Command::Merge(_)
                 | Command::Plan(_)
+                | Command::Remodel(_)
         )
     }
 }
@@ -148,6 +152,8 @@ fn main() -> ExitCode {
         quiet_on_closed_pipe();
     }
     large_allocations_return_to_the_system();
+    // The revision the results will name, as it is when the command starts.
+    let _ = ackbench::meta::git_revision();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -172,6 +178,7 @@ fn main() -> ExitCode {
             Command::History { command } => ackbench::trend::cli::run(command).await,
             Command::Sweep(opts) => ackbench::sweep::sweep_command(opts).await,
             Command::Plan(opts) => ackbench::sweep::plan_command(&opts),
+            Command::Remodel(opts) => ackbench::sweep::remodel_command(&opts),
         }
     });
     ExitCode::from(code)

@@ -77,8 +77,15 @@ fn with_target_notes(env: &Env, mut notes: Vec<String>) -> Vec<String> {
     notes
 }
 
-/// The workspace's git revision (with `-dirty` when the tree has changes), when known.
+/// The workspace's git revision (with `-dirty` when the tree has changes), when known: read
+/// once, the first time it is asked for (`main` asks at start-up), so a commit made while a
+/// long run goes on does not rename the run's code.
 pub fn git_revision() -> Option<String> {
+    static REVISION: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    REVISION.get_or_init(read_git_revision).clone()
+}
+
+fn read_git_revision() -> Option<String> {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let out = std::process::Command::new("git")
         .args(["rev-parse", "--short=12", "HEAD"])

@@ -1,6 +1,7 @@
 //! From the capacity searches of a sweep to its points: per point and cell the knee's interval
-//! over the repeats, the costs per message at the highest sustained step, and the cost model's
-//! prediction on what the point offered. Pure, so it is checked on known documents.
+//! over the repeats, the costs per message at the highest sustained step, the p99 at no load its
+//! sustained steps extrapolate to, and the cost model's prediction on what the point offered at
+//! the sweep's latency target. Pure, so it is checked on known documents.
 
 use std::collections::BTreeMap;
 
@@ -23,14 +24,22 @@ pub fn costs_of(step: &Step) -> Costs {
         wal_bytes: per(step.wal_bytes_per_sec),
         broker_cpu_ms: per(step.broker_cpu_cores * 1000.0),
         loadgen_cpu_ms: per(step.loadgen_cpu_cores * 1000.0),
+        unloaded_p99_ms: f64::NAN,
     }
 }
 
-/// One point's cells from its repeats' capacity documents (in the order run).
+/// The p99 a step is judged by: ack or end-to-end, whichever is higher.
+fn judged_p99(step: &Step) -> f64 {
+    step.ack_p99_ms.max(step.judged_e2e_p99_ms())
+}
+
+/// One point's cells from its repeats' capacity documents (in the order run), predicted at p99
+/// ≤ `slo_p99_ms`.
 pub fn point(
     settings: BTreeMap<String, String>,
     durable: bool,
     offer: Offer,
+    slo_p99_ms: f64,
     repeats: &[CapacityResults],
 ) -> SweepPoint {
     let mut names: Vec<String> = Vec::new();
@@ -45,7 +54,7 @@ pub fn point(
         .iter()
         .map(|name| {
             let runs: Vec<&CapacityCell> = repeats.iter().filter_map(|r| r.cell(name)).collect();
-            point_cell(name, &runs, &offer)
+            point_cell(name, &runs, &offer, slo_p99_ms)
         })
         .collect();
     SweepPoint {
@@ -56,13 +65,22 @@ pub fn point(
     }
 }
 
-fn point_cell(name: &str, runs: &[&CapacityCell], offer: &Offer) -> PointCell {
+fn point_cell(name: &str, runs: &[&CapacityCell], offer: &Offer, slo_p99_ms: f64) -> PointCell {
     let knee = Knee::of(runs.iter().map(|c| c.sustained_rate).collect());
     let held: Vec<&Step> = runs.iter().filter_map(|c| c.capacity_step()).collect();
-    let costs = Costs::mean(&held.iter().map(|s| costs_of(s)).collect::<Vec<_>>());
+    let mut costs = Costs::mean(&held.iter().map(|s| costs_of(s)).collect::<Vec<_>>());
+    // Every step that held, in every repeat, tells how p99 grows with the rate.
+    let below: Vec<(f64, f64)> = runs
+        .iter()
+        .flat_map(|c| c.steps.iter().filter(|s| s.sustained))
+        .map(|s| (s.answered_per_group(), judged_p99(s)))
+        .collect();
+    if let Some(cap) = cost_model::predict(&costs, offer, f64::NAN).map(|p| p.cap) {
+        costs.unloaded_p99_ms = cost_model::unloaded_p99(&below, cap);
+    }
     let p99s: Vec<f64> = held
         .iter()
-        .map(|s| s.ack_p99_ms.max(s.e2e_p99_ms))
+        .map(|s| judged_p99(s))
         .filter(|v| v.is_finite())
         .collect();
     let p99_ms = match p99s.is_empty() {
@@ -70,7 +88,7 @@ fn point_cell(name: &str, runs: &[&CapacityCell], offer: &Offer) -> PointCell {
         false => p99s.iter().sum::<f64>() / p99s.len() as f64,
     };
     let (predicted_knee, limited_by, limits) =
-        prediction_fields(cost_model::predict(&costs, offer));
+        prediction_fields(cost_model::predict(&costs, offer, slo_p99_ms));
     PointCell {
         name: name.to_string(),
         knee,
@@ -99,6 +117,7 @@ mod tests {
             answered_rate: rate,
             ack_p99_ms: 10.0,
             e2e_p99_ms: 12.0,
+            e2e_first_p99_ms: 12.0,
             pg_cpu_cores: rate / 1000.0,
             broker_cpu_cores: rate / 2000.0,
             loadgen_cpu_cores: rate / 4000.0,
@@ -141,6 +160,7 @@ mod tests {
             BTreeMap::new(),
             true,
             offer,
+            100.0,
             &[capacity(800.0), capacity(1000.0)],
         );
         let c = &p.cells[0];
@@ -150,7 +170,16 @@ mod tests {
         );
         // 1 + 0.5 + 0.25 = 1.75 ms per message on 2 cores: 1143 msg/s; 0.1 syncs on 1000/s: 10000.
         assert!((c.costs.pg_cpu_ms - 1.0).abs() < 1e-9 && (c.costs.commits - 1.0).abs() < 1e-9);
-        assert!((c.predicted_knee.unwrap() - 2000.0 / 1.75).abs() < 1e-6);
+        // p99 12 ms held at 800 and 1000 msg/s: 12 × (1 − 800 / 1143) = 3.6 and
+        // 12 × (1 − 1000 / 1143) = 1.5 ms at no load, 2.55 the median; at p99 <= 100 ms the
+        // knee is the cap less 2.55 %.
+        let cap = 2000.0 / 1.75;
+        assert!(
+            (c.costs.unloaded_p99_ms - 2.55).abs() < 1e-9,
+            "{:?}",
+            c.costs
+        );
+        assert!((c.predicted_knee.unwrap() - cap * (1.0 - 0.0255)).abs() < 1e-6);
         assert_eq!(c.limited_by.as_deref(), Some("machine CPU (2 cores)"));
         assert_eq!(c.limits.len(), 2, "the machine's CPU and the WAL");
         assert_eq!(c.p99_ms, 12.0);
@@ -158,7 +187,13 @@ mod tests {
         assert!(c.bracketed);
         let mut above = capacity(500.0);
         above.cells[0].knee_rate = None;
-        let p = point(BTreeMap::new(), true, offer, &[capacity(800.0), above]);
+        let p = point(
+            BTreeMap::new(),
+            true,
+            offer,
+            100.0,
+            &[capacity(800.0), above],
+        );
         assert!(
             !p.cells[0].bracketed,
             "a repeat that held up to --max gives a bound"

@@ -9,13 +9,15 @@
 //! with windows that lengthen after rejections near the knee. Repeats run the whole grid again,
 //! so a repeat's searches are spread over the sweep's time. Before the first point it measures
 //! what the machine offers: its cores and its fsync rate (`probe`). `collect` turns the searches
-//! into the points of `sweep.json`; `plan` answers from that document.
+//! into the points of `sweep.json`; `plan` answers from that document; `remodel` collects a
+//! finished sweep's searches again under this build's cost model.
 
 pub mod collect;
 pub mod options;
 pub mod pg_settings;
 pub mod plan;
 pub mod probe;
+pub mod remodel;
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -38,7 +40,7 @@ use crate::scenario::sweep::{
 };
 use crate::scenario::{DatabaseSide, Scenario};
 use crate::target::affinity;
-use options::{PlanOptions, SweepOptions};
+use options::{PlanOptions, RemodelOptions, SweepOptions};
 use pg_settings::PgSettings;
 
 /// By default, after each rejection near the knee, later windows of the search lengthen by half
@@ -78,6 +80,21 @@ pub fn plan_command(opts: &PlanOptions) -> u8 {
     }
     print!("{}", plan::render(&sweep, &q, &plan::answer(&sweep, &q)));
     0
+}
+
+/// `ackbench remodel`: exit 0 with the sweep written again, 2 when it cannot be read.
+pub fn remodel_command(opts: &RemodelOptions) -> u8 {
+    let written = remodel::remodel(&opts.sweep_dir).and_then(|sweep| {
+        std::fs::create_dir_all(&opts.out)
+            .map_err(|e| format!("--out {}: {e}", opts.out.display()))?;
+        write_outputs(&sweep, &opts.out)?;
+        print!("{}", summary(&sweep));
+        Ok(())
+    });
+    match written {
+        Ok(()) => 0,
+        Err(e) => fail(&e),
+    }
 }
 
 fn fail(message: &str) -> u8 {
@@ -349,15 +366,7 @@ impl Sweeper<'_> {
         seed: u64,
         starts: BTreeMap<String, f64>,
     ) -> Result<(CapacityResults, Option<String>), String> {
-        let mut s = self.scenario.at_point(point)?;
-        finish_point_scenario(&mut s, self.opts)?;
-        if let (Some(settings), Some(pg)) = (&self.pg_settings, env.postgres.as_ref()) {
-            settings.apply(pg, &pg_values(point)).await?;
-        }
-        let offer = self.offer_at(point);
-        confine(env, &offer)?;
-        // The point's own plan: its producers and consumers may differ from the base scenario's.
-        let base = capacity::plan(&s, self.opts.search())?;
+        let (s, base) = self.prepare_point(env, point).await?;
         let cell_starts = starts
             .into_iter()
             .map(|(cell, rate)| (cell, rate.clamp(base.min_rate, base.max_rate)))
@@ -375,14 +384,8 @@ impl Sweeper<'_> {
     /// registry+fusion: end-to-end p99 211 ms at 3 000 msg/s, where every later search measured
     /// 78-92 ms at that rate).
     async fn warm_up(&self, env: &mut Env, point: &Point) -> Result<(), String> {
-        let mut s = self.scenario.at_point(point)?;
-        finish_point_scenario(&mut s, self.opts)?;
+        let (mut s, base) = self.prepare_point(env, point).await?;
         s.run.cells.truncate(1);
-        if let (Some(settings), Some(pg)) = (&self.pg_settings, env.postgres.as_ref()) {
-            settings.apply(pg, &pg_values(point)).await?;
-        }
-        confine(env, &self.offer_at(point))?;
-        let base = capacity::plan(&s, self.opts.search())?;
         // One rate only: the search ends after its first step, held or not.
         let plan = Plan {
             min_rate: base.start_rate,
@@ -400,6 +403,24 @@ impl Sweeper<'_> {
         )
         .await;
         error.map_or(Ok(()), |e| Err(format!("sweep warm-up: {e}")))
+    }
+
+    /// The scenario and search plan of `point`, with its PostgreSQL settings applied and its
+    /// cores confined. The plan is the point's own: its producers and consumers may differ from
+    /// the base scenario's.
+    async fn prepare_point(
+        &self,
+        env: &mut Env,
+        point: &Point,
+    ) -> Result<(Scenario, Plan), String> {
+        let mut s = self.scenario.at_point(point)?;
+        finish_point_scenario(&mut s, self.opts)?;
+        if let (Some(settings), Some(pg)) = (&self.pg_settings, env.postgres.as_ref()) {
+            settings.apply(pg, &pg_values(point)).await?;
+        }
+        confine(env, &self.offer_at(point))?;
+        let plan = capacity::plan(&s, self.opts.search())?;
+        Ok((s, plan))
     }
 
     /// What the machine offers at `point`: its cores, those given to PostgreSQL and the broker.
@@ -447,7 +468,8 @@ impl Sweeper<'_> {
                 let settings: BTreeMap<String, String> =
                     p.iter().map(|(k, v)| (k.clone(), value_text(v))).collect();
                 let durable = durable(&settings, &server);
-                collect::point(settings, durable, self.offer_at(p), r)
+                let slo = self.criteria.slo_p99_ms;
+                collect::point(settings, durable, self.offer_at(p), slo, r)
             })
             .collect();
         let mut warnings: Vec<String> = runs
@@ -553,9 +575,10 @@ fn notes() -> Vec<String> {
     vec![
         "each point runs the capacity knee search (see capacity.json beside it) on the point's scenario, with its PostgreSQL settings applied by ALTER SYSTEM and a reload, or a restart where a setting needs one".into(),
         "a knee is the median of the repeats' sustained rates, with the lowest and highest; repeats run the whole grid again".into(),
-        "one unmeasured step of the first cell warms the cluster before the first search; the first search starts every cell at the start rate, every later one at the knee the cell's search before found (the repeat before at the same point, else the point before)".into(),
+        "one unmeasured step of the first cell warms the cluster before the first search; the first search starts every cell at the start rate, every later one at the knee the cell's search before found (the repeat before at the same point, else the point before), galloping from it (moves of 1 + 2 × precision, squared at each move the same way, up to the step factor)".into(),
         "costs per message are measured on the highest sustained step (below the knee), per answered message per consumer group; PostgreSQL CPU is its whole process tree read from /proc".into(),
-        "the cost model's knee is the lowest of: cores / CPU per message for each confined process, for the unconfined ones together, and for the machine; fsyncs per second / WAL syncs per message".into(),
+        "the cost model's cap is the lowest of: cores / CPU per message for each confined process, for the unconfined ones together, and for the machine; fsyncs per second / WAL syncs per message".into(),
+        "the cost model's knee is where p99 meets the target if p99 grows as p99 at no load / (1 − rate / cap): cap × (1 − p99 at no load / target); p99 at no load is the median over every sustained step of its p99 × (1 − its rate / cap)".into(),
         "host.pg_cores confines PostgreSQL to the first cores, host.broker_cores the broker to the last ones (taskset); the load generator is never confined".into(),
     ]
 }

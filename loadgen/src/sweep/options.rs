@@ -1,4 +1,4 @@
-//! The command-line options of `ackbench sweep` and `ackbench plan`.
+//! The command-line options of `ackbench sweep`, `ackbench plan` and `ackbench remodel`.
 
 use std::path::PathBuf;
 
@@ -111,4 +111,15 @@ pub struct PlanOptions {
     /// WAL syncs per second of the host's storage (default: the sweep machine's probe).
     #[arg(long)]
     pub fsync_per_sec: Option<f64>,
+}
+
+/// `ackbench remodel`.
+#[derive(clap::Args, Clone, Debug)]
+pub struct RemodelOptions {
+    /// A finished sweep's output directory (its sweep.json and point-I-repeat-R/capacity.json).
+    pub sweep_dir: PathBuf,
+    /// Where to write the remodelled sweep.json and sweep.html (the sweep's own files are left
+    /// as they are unless this is its directory).
+    #[arg(long)]
+    pub out: PathBuf,
 }

@@ -92,7 +92,7 @@ pub fn answer(sweep: &SweepResults, q: &Question) -> Vec<Row> {
                 (_, Some(mid)) if mid >= q.target_rate => "median only",
                 _ => "no",
             };
-            let predicted = predict(&c.costs, &host).map(|p| (p.rate, p.limited_by));
+            let predicted = predict(&c.costs, &host, q.slo_p99_ms).map(|p| (p.rate, p.limited_by));
             let host_verdict = match &predicted {
                 None => "unknown",
                 Some((r, _)) if !error.is_finite() && *r >= q.target_rate => "uncertain",
@@ -160,9 +160,10 @@ fn preamble(sweep: &SweepResults, q: &Question) -> String {
         None => "the cost model could not be checked against this sweep (no bracketed knee with a prediction): its host figures are unvalidated\n".into(),
     };
     out += &format!(
-        "host asked about: {} cores, fsync {}/s (PostgreSQL, broker and load generator sharing them)\n\n",
+        "host asked about: {} cores, fsync {}/s (PostgreSQL, broker and load generator sharing them); its figure is the rate where each point's p99 at no load, grown as the busiest resource fills, meets {} ms\n\n",
         amount(q.cores.unwrap_or(sweep.machine.cores)),
-        format_number(q.fsync_per_sec.unwrap_or(sweep.machine.fsync_per_sec))
+        format_number(q.fsync_per_sec.unwrap_or(sweep.machine.fsync_per_sec)),
+        amount(q.slo_p99_ms)
     );
     out
 }
@@ -294,6 +295,24 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("(not durable)"));
+    }
+
+    #[test]
+    fn the_host_figure_keeps_each_points_latency_floor_at_the_asked_target() {
+        let mut s = sweep();
+        s.points[1].cells[0].costs.unloaded_p99_ms = 10.0;
+        let host = |slo: f64| {
+            let big = Question {
+                slo_p99_ms: slo,
+                cores: Some(16.0),
+                ..q(1000.0)
+            };
+            answer(&s, &big)[1].host.as_ref().unwrap().0
+        };
+        // 16 cores / 0.5 ms = 32000 msg/s with the CPU fully used; p99 10 ms at no load meets
+        // 50 ms at 80 % of that, 100 ms at 90 %.
+        assert!((host(50.0) - 25_600.0).abs() < 1e-6, "{}", host(50.0));
+        assert!((host(100.0) - 28_800.0).abs() < 1e-6, "{}", host(100.0));
     }
 
     #[test]

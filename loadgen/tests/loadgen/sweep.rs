@@ -1,13 +1,14 @@
-//! `ackbench sweep` and `ackbench plan` through the binary: bad input refused before anything
-//! starts, and one tiny real sweep (synchronous_commit on and off, one cell, short steps, one
-//! repeat) that writes a knee for every point, whose WAL syncs show the setting took effect,
-//! whose second point starts where the first found its knee, and that `plan` answers from.
+//! `ackbench sweep`, `ackbench plan` and `ackbench remodel` through the binary: bad input
+//! refused before anything starts, and one tiny real sweep (synchronous_commit on and off, one
+//! cell, short steps, one repeat) that writes a knee for every point, whose WAL syncs show the
+//! setting took effect, whose second point starts where the first found its knee, that `plan`
+//! answers from, and that `remodel` writes again unchanged.
 
 use std::path::Path;
 use std::process::Command;
 
 use ackbench_reports::capacity::CapacityResults;
-use ackbench_reports::sweep::SweepResults;
+use ackbench_reports::sweep::{PointCell, SweepResults};
 
 use crate::common::{ackbench, one_real_run_at_a_time, temp_dir, Outcome};
 
@@ -224,6 +225,36 @@ fn a_tiny_real_sweep_writes_a_knee_for_every_point_and_plan_answers_from_it() {
     let Outcome { code, stderr, .. } = plan(&[file, "--target-rate", "20", "--slo-p99-ms", "10"]);
     assert_eq!(code, 2);
     assert!(stderr.contains("tighter 10 ms"), "{stderr}");
+
+    // Remodelled by the build that wrote it, a sweep's points come back as they were.
+    let again = dir.join("again");
+    let out = Command::new(env!("CARGO_BIN_EXE_ackbench"))
+        .args(["remodel", out_dir.to_str().unwrap(), "--out"])
+        .arg(&again)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let text = std::fs::read_to_string(again.join("sweep.json")).unwrap();
+    let remodelled = SweepResults::from_json(&text).unwrap();
+    // Floats come back through JSON, so within a rounding; NaN (unmeasured) compares equal.
+    let same = |a: f64, b: f64| (a.is_nan() && b.is_nan()) || (a - b).abs() <= 1e-9 * b.abs();
+    let cells = |s: &SweepResults| -> Vec<PointCell> {
+        s.points.iter().flat_map(|p| p.cells.clone()).collect()
+    };
+    for (a, b) in cells(&remodelled).iter().zip(cells(&r)) {
+        assert_eq!((&a.knee, &a.limited_by), (&b.knee, &b.limited_by));
+        assert!(
+            same(a.costs.unloaded_p99_ms, b.costs.unloaded_p99_ms),
+            "{a:?}\n{b:?}"
+        );
+        assert!(
+            same(a.predicted_knee.unwrap(), b.predicted_knee.unwrap()),
+            "{a:?}\n{b:?}"
+        );
+    }
+    assert_eq!(cells(&remodelled).len(), 2);
+    assert!(again.join("sweep.html").exists());
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -11,8 +11,18 @@
 //! - the whole machine: every core / every process's CPU per message;
 //! - the WAL: fsyncs per second / WAL syncs per message.
 //!
-//! The predicted knee is the lowest cap, and the resource behind it is what limits it. The
-//! model is pure: no I/O, checked on known numbers.
+//! The lowest cap is the rate at which the busiest resource would be fully used. A latency
+//! target ends the knee before that: a message waits longer as its bottleneck gets busier. As in
+//! a single-server queue, where a request's time in the system grows as 1 / (1 − ρ) with the
+//! server's utilisation ρ, the model takes the p99 at rate r to be `L0 / (1 − r / cap)`, with
+//! `L0` the p99 at no load, extrapolated from the steps measured below the knee
+//! (`unloaded_p99`). The knee is then where that p99 meets the target:
+//! `cap × (1 − L0 / target)`. `L0` carries what load does not change (pops and acks a message
+//! waits through in turn, a linger, a long-poll's wake-up); the caps carry what more cores or a
+//! faster WAL device change. The resource behind the lowest cap is what limits the knee; where
+//! `L0` alone exceeds the target no rate meets it.
+//!
+//! The model is pure: no I/O, checked on known numbers.
 
 use serde::{Deserialize, Serialize};
 
@@ -42,6 +52,10 @@ pub struct Costs {
     /// Load-generator CPU, ms per message.
     #[serde(default = "absent", deserialize_with = "nullable")]
     pub loadgen_cpu_ms: f64,
+    /// The judged p99 (ack or end-to-end, whichever is higher) at no load, ms: what the
+    /// sustained steps extrapolate to (`unloaded_p99`).
+    #[serde(default = "absent", deserialize_with = "nullable")]
+    pub unloaded_p99_ms: f64,
 }
 
 impl Default for Costs {
@@ -55,6 +69,7 @@ impl Default for Costs {
             wal_bytes: n,
             broker_cpu_ms: n,
             loadgen_cpu_ms: n,
+            unloaded_p99_ms: n,
         }
     }
 }
@@ -77,6 +92,7 @@ impl Costs {
             wal_bytes: m(|c| c.wal_bytes),
             broker_cpu_ms: m(|c| c.broker_cpu_ms),
             loadgen_cpu_ms: m(|c| c.loadgen_cpu_ms),
+            unloaded_p99_ms: m(|c| c.unloaded_p99_ms),
         }
     }
 }
@@ -107,9 +123,12 @@ pub struct Limit {
 /// The model's answer: the knee and what limits it, with every cap it weighed.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Prediction {
+    /// The predicted knee (msg/s).
     pub rate: f64,
     pub limited_by: String,
     pub limits: Vec<Limit>,
+    /// The lowest cap: where the busiest resource would be fully used (msg/s).
+    pub cap: f64,
 }
 
 /// The process a CPU cost belongs to.
@@ -127,8 +146,9 @@ fn cores_words(n: f64) -> String {
     }
 }
 
-/// The knee `costs` allow on `offer`; `None` when no cost was measured (nothing to divide).
-pub fn predict(costs: &Costs, offer: &Offer) -> Option<Prediction> {
+/// The knee `costs` allow on `offer` at p99 ≤ `slo_p99_ms` (NaN: the caps alone); `None` when no
+/// cost was measured (nothing to divide).
+pub fn predict(costs: &Costs, offer: &Offer, slo_p99_ms: f64) -> Option<Prediction> {
     let mut limits = Vec::new();
     let mut cap = |resource: String, capacity: f64, per_message: f64| {
         if capacity.is_finite() && capacity > 0.0 && per_message.is_finite() && per_message > 0.0 {
@@ -153,11 +173,46 @@ pub fn predict(costs: &Costs, offer: &Offer) -> Option<Prediction> {
         .iter()
         .min_by(|a, b| a.rate.total_cmp(&b.rate))?
         .clone();
+    let floor = costs.unloaded_p99_ms;
+    let headroom = match floor.is_finite() && slo_p99_ms.is_finite() && slo_p99_ms > 0.0 {
+        true => (1.0 - floor / slo_p99_ms).clamp(0.0, 1.0),
+        false => 1.0,
+    };
+    let limited_by = match headroom > 0.0 {
+        true => lowest.resource,
+        false => format!(
+            "latency: p99 {} ms at no load, over the {} ms target",
+            crate::capacity::amount(floor),
+            crate::capacity::amount(slo_p99_ms)
+        ),
+    };
     Some(Prediction {
-        rate: lowest.rate,
-        limited_by: lowest.resource,
+        rate: lowest.rate * headroom,
+        limited_by,
         limits,
+        cap: lowest.rate,
     })
+}
+
+/// A step's utilisation counts at most this much: a step sustained at or above the cap says the
+/// cap is low, not that it waited without end.
+const MAX_UTILISATION: f64 = 0.95;
+
+/// The p99 at no load that steps measured below the knee extrapolate to, given the throughput
+/// `cap` (msg/s): each step's `(rate, p99)` gives `p99 × (1 − rate / cap)`; the median of them
+/// (robust to the odd step whose window caught a stall). NaN without a step.
+pub fn unloaded_p99(steps: &[(f64, f64)], cap: f64) -> f64 {
+    let mut floors: Vec<f64> = steps
+        .iter()
+        .filter(|(rate, p99)| rate.is_finite() && p99.is_finite() && cap > 0.0)
+        .map(|(rate, p99)| p99 * (1.0 - (rate / cap).clamp(0.0, MAX_UTILISATION)))
+        .collect();
+    floors.sort_by(f64::total_cmp);
+    match floors.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => floors[n / 2],
+        n => (floors[n / 2 - 1] + floors[n / 2]) / 2.0,
+    }
 }
 
 /// The three processes whose CPU a message costs, with the cores each is confined to.
@@ -265,10 +320,10 @@ mod tests {
             broker_cores: None,
             fsync_per_sec: 500.0,
         };
-        let p = predict(&costs(0.5, 0.3, 0.2, 0.1), &offer).unwrap();
+        let p = predict(&costs(0.5, 0.3, 0.2, 0.1), &offer, f64::NAN).unwrap();
         assert!((p.rate - 2000.0).abs() < 1e-6, "{p:?}");
         assert_eq!(p.limited_by, "machine CPU (2 cores)");
-        let p = predict(&costs(0.5, 0.3, 0.2, 1.0), &offer).unwrap();
+        let p = predict(&costs(0.5, 0.3, 0.2, 1.0), &offer, f64::NAN).unwrap();
         assert!((p.rate - 500.0).abs() < 1e-6);
         assert_eq!(p.limited_by, "WAL fsync (500/s)");
     }
@@ -282,12 +337,12 @@ mod tests {
             fsync_per_sec: f64::NAN,
         };
         // PostgreSQL: 1 core / 0.8 ms = 1250; the rest: 1 core / 0.4 ms = 2500; all: 2 / 1.2.
-        let p = predict(&costs(0.8, 0.3, 0.1, 0.5), &offer).unwrap();
+        let p = predict(&costs(0.8, 0.3, 0.1, 0.5), &offer, f64::NAN).unwrap();
         assert!((p.rate - 1250.0).abs() < 1e-6, "{p:?}");
         assert_eq!(p.limited_by, "PostgreSQL CPU (1 core)");
         assert_eq!(p.limits.len(), 3, "no fsync cap when the rate is unknown");
         // The broker and the load generator on the core left limit first.
-        let p = predict(&costs(0.2, 0.7, 0.3, 0.0), &offer).unwrap();
+        let p = predict(&costs(0.2, 0.7, 0.3, 0.0), &offer, f64::NAN).unwrap();
         assert!((p.rate - 1000.0).abs() < 1e-6);
         assert_eq!(p.limited_by, "CPU of broker + load generator (1 core left)");
     }
@@ -299,7 +354,7 @@ mod tests {
             fsync_per_sec: 100.0,
             ..Offer::default()
         };
-        assert!(predict(&Costs::default(), &offer).is_none());
+        assert!(predict(&Costs::default(), &offer, 100.0).is_none());
         let e = model_error(&[(110.0, 100.0), (80.0, 100.0), (f64::NAN, 5.0)]).unwrap();
         assert_eq!(e.pairs, 2);
         assert!((e.mean_abs - 0.15).abs() < 1e-9 && (e.max_abs - 0.2).abs() < 1e-9);
@@ -314,5 +369,62 @@ mod tests {
             (2.0, 4.0, 2.0)
         );
         assert!(m.commits.is_nan());
+    }
+
+    #[test]
+    fn a_latency_target_ends_the_knee_before_the_cap() {
+        let offer = Offer {
+            cores: 2.0,
+            fsync_per_sec: f64::NAN,
+            ..Offer::default()
+        };
+        // 1 ms of CPU per message on 2 cores: a cap of 2000 msg/s.
+        let mut c = costs(0.5, 0.3, 0.2, f64::NAN);
+        // p99 40 ms at 1000 msg/s (half the cap) and 80 ms at 1500 (three quarters): both
+        // extrapolate to 20 ms at no load, the odd stalled step does not move the median.
+        let steps = [
+            (1000.0, 40.0),
+            (1500.0, 80.0),
+            (500.0, 26.0 + 2.0 / 3.0),
+            (1200.0, 400.0),
+        ];
+        c.unloaded_p99_ms = unloaded_p99(&steps[..3], 2000.0);
+        assert!(
+            (c.unloaded_p99_ms - 20.0).abs() < 1e-9,
+            "{}",
+            c.unloaded_p99_ms
+        );
+        assert!(
+            (unloaded_p99(&steps, 2000.0) - 20.0).abs() < 1e-9,
+            "the stalled step does not move the median"
+        );
+        // At p99 <= 100 ms the knee is where 20 / (1 - r / 2000) = 100: 1600 msg/s.
+        let p = predict(&c, &offer, 100.0).unwrap();
+        assert!((p.rate - 1600.0).abs() < 1e-6, "{p:?}");
+        assert_eq!(
+            (p.cap, p.limited_by.as_str()),
+            (2000.0, "machine CPU (2 cores)")
+        );
+        // A looser target gets nearer the cap; without one the cap is the knee.
+        assert!(predict(&c, &offer, 400.0).unwrap().rate > 1850.0);
+        assert_eq!(predict(&c, &offer, f64::NAN).unwrap().rate, 2000.0);
+        // Four cores double the cap; the floor stays: 3200.
+        let big = Offer {
+            cores: 4.0,
+            ..offer
+        };
+        assert!((predict(&c, &big, 100.0).unwrap().rate - 3200.0).abs() < 1e-6);
+        // A floor above the target: no rate meets it, and the sentence says why.
+        c.unloaded_p99_ms = 120.0;
+        let p = predict(&c, &offer, 100.0).unwrap();
+        assert_eq!(p.rate, 0.0);
+        assert!(
+            p.limited_by.starts_with("latency: p99 120 ms"),
+            "{}",
+            p.limited_by
+        );
+        // A step sustained at the cap counts as nearly saturated, not as no wait at all.
+        assert!((unloaded_p99(&[(2500.0, 100.0)], 2000.0) - 5.0).abs() < 1e-9);
+        assert!(unloaded_p99(&[], 2000.0).is_nan());
     }
 }
