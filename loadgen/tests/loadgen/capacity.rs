@@ -258,18 +258,7 @@ fn the_search_brackets_the_knee_from_either_side_and_bisects_it() {
     for knee in [37.0, 390.0, 401.0, 2345.0, 9000.0] {
         let (tried, end) = search(knee, &b);
         assert_eq!(end, Next::Bracketed, "knee {knee}: {tried:?}");
-        let held = tried
-            .iter()
-            .copied()
-            .filter(|r| *r < knee)
-            .fold(0.0, f64::max);
-        let failed = tried
-            .iter()
-            .copied()
-            .filter(|r| *r >= knee)
-            .fold(f64::MAX, f64::min);
-        assert!(held < knee && knee <= failed, "knee {knee}: {tried:?}");
-        assert!(failed / held <= 1.05 + 1e-9, "within 5%: {held}..{failed}");
+        assert_bracketed(knee, &tried, 0.05);
         assert!(
             tried.len() <= 16,
             "knee {knee}: {} steps: {tried:?}",
@@ -296,7 +285,8 @@ fn the_search_brackets_the_knee_from_either_side_and_bisects_it() {
     assert_eq!(search(500.0, &coarse).0, [400.0, 600.0]);
 }
 
-/// The rates `search` tried bracket `knee` within the precision.
+/// The rates `search` tried bracket `knee`: a held rate below it and a failing one at or above
+/// it, within the precision of each other.
 fn assert_bracketed(knee: f64, tried: &[f64], precision: f64) {
     let held = tried
         .iter()
@@ -308,6 +298,7 @@ fn assert_bracketed(knee: f64, tried: &[f64], precision: f64) {
         .copied()
         .filter(|r| *r >= knee)
         .fold(f64::MAX, f64::min);
+    assert!(held > 0.0 && failed < f64::MAX, "knee {knee}: {tried:?}");
     assert!(
         failed / held <= 1.0 + precision + 1e-9,
         "knee {knee}: {held}..{failed} from {tried:?}"
