@@ -152,8 +152,10 @@ fn main() -> ExitCode {
         quiet_on_closed_pipe();
     }
     large_allocations_return_to_the_system();
-    // The revision the results will name, as it is when the command starts.
-    let _ = ackbench::meta::git_revision();
+    if !cli.command.only_prints() {
+        // The revision the results will name, as it is when the command starts.
+        let _ = ackbench::meta::git_revision();
+    }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

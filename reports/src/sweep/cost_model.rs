@@ -26,7 +26,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::stats::{absent, nullable};
+use crate::stats::{absent, nullable, Spread};
 
 /// What one answered message costs, measured below the knee. NaN: not measured.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
@@ -202,17 +202,12 @@ const MAX_UTILISATION: f64 = 0.95;
 /// `cap` (msg/s): each step's `(rate, p99)` gives `p99 × (1 − rate / cap)`; the median of them
 /// (robust to the odd step whose window caught a stall). NaN without a step.
 pub fn unloaded_p99(steps: &[(f64, f64)], cap: f64) -> f64 {
-    let mut floors: Vec<f64> = steps
+    let floors: Vec<f64> = steps
         .iter()
         .filter(|(rate, p99)| rate.is_finite() && p99.is_finite() && cap > 0.0)
         .map(|(rate, p99)| p99 * (1.0 - (rate / cap).clamp(0.0, MAX_UTILISATION)))
         .collect();
-    floors.sort_by(f64::total_cmp);
-    match floors.len() {
-        0 => f64::NAN,
-        n if n % 2 == 1 => floors[n / 2],
-        n => (floors[n / 2 - 1] + floors[n / 2]) / 2.0,
-    }
+    Spread::of(&floors).median
 }
 
 /// The three processes whose CPU a message costs, with the cores each is confined to.
