@@ -118,13 +118,17 @@ pub fn answer(sweep: &SweepResults, q: &Question) -> Vec<Row> {
 /// The answer as text: a sentence on the sweep and the model, then a row per point and cell.
 pub fn render(sweep: &SweepResults, q: &Question, rows: &[Row]) -> String {
     let mut out = preamble(sweep, q);
+    let width = rows
+        .iter()
+        .map(|r| settings_label(r).chars().count())
+        .fold("settings".len(), usize::max);
     out += &format!(
-        "{:<44} {:<16} {:>20} {:>13} {:>10} {:>10}  limited by\n",
+        "{:<width$} {:<16} {:>20} {:>13} {:>10} {:>10}  limited by\n",
         "settings", "cell", "knee here [low-high]", "meets here", "host", "on host"
     );
     let opt = |v: Option<f64>| v.map(amount).unwrap_or_else(|| "—".into());
     for r in rows {
-        out += &row_line(r, &opt);
+        out += &row_line(r, width, &opt);
     }
     let here = rows.iter().filter(|r| r.here == "every repeat").count();
     out += &format!(
@@ -168,16 +172,20 @@ fn preamble(sweep: &SweepResults, q: &Question) -> String {
     out
 }
 
-/// One point and cell of the answer.
-fn row_line(r: &Row, opt: &dyn Fn(Option<f64>) -> String) -> String {
-    let (mid, low, high) = r.measured;
-    let settings = match r.durable {
+/// A point's settings as the answer names them, marked when they are not durable.
+fn settings_label(r: &Row) -> String {
+    match r.durable {
         true => r.settings.clone(),
         false => format!("{} (not durable)", r.settings),
-    };
+    }
+}
+
+/// One point and cell of the answer, its settings padded to the column's `width`.
+fn row_line(r: &Row, width: usize, opt: &dyn Fn(Option<f64>) -> String) -> String {
+    let (mid, low, high) = r.measured;
     format!(
-        "{:<44} {:<16} {:>20} {:>13} {:>10} {:>10}  {}\n",
-        settings,
+        "{:<width$} {:<16} {:>20} {:>13} {:>10} {:>10}  {}\n",
+        settings_label(r),
         r.cell,
         format!(
             "{}{} [{}-{}]",
@@ -295,6 +303,17 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("(not durable)"));
+        // The cell column lines up whatever the length of a point's settings.
+        let table: Vec<&str> = text
+            .lines()
+            .skip_while(|l| !l.starts_with("settings"))
+            .take(1 + rows.len())
+            .collect();
+        let column = table[0].find("cell").expect("a header");
+        assert!(
+            table[1..].iter().all(|l| l[column..].starts_with("none")),
+            "{text}"
+        );
     }
 
     #[test]

@@ -40,17 +40,13 @@ pub struct Knee {
 impl Knee {
     /// The interval of `repeats`.
     pub fn of(repeats: Vec<Option<f64>>) -> Knee {
-        let mut held: Vec<f64> = repeats.iter().flatten().copied().collect();
-        held.sort_by(f64::total_cmp);
-        let median = match held.len() {
-            0 => None,
-            n if n % 2 == 1 => Some(held[n / 2]),
-            n => Some((held[n / 2 - 1] + held[n / 2]) / 2.0),
-        };
+        let held: Vec<f64> = repeats.iter().flatten().copied().collect();
+        let spread = crate::stats::Spread::of(&held);
+        let finite = |v: f64| v.is_finite().then_some(v);
         Knee {
-            sustained: median,
-            low: held.first().copied(),
-            high: held.last().copied(),
+            sustained: finite(spread.median),
+            low: finite(spread.min),
+            high: finite(spread.max),
             repeats,
         }
     }
