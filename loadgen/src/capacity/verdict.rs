@@ -230,7 +230,7 @@ pub fn select(steps: &[Step]) -> (Option<f64>, Option<f64>) {
 /// The sentence says so, says whether p99 moved with the rate, and names a target the scenario
 /// can meet; None when a step was sustained or the lowest one failed on more than latency.
 pub fn latency_floor(cell: &str, steps: &[Step], slo_p99_ms: f64) -> Option<String> {
-    let p99 = |s: &Step| s.ack_p99_ms.max(s.judged_e2e_p99_ms());
+    let p99 = Step::judged_p99_ms;
     let by_rate = |a: &&Step, b: &&Step| a.offered_rate.total_cmp(&b.offered_rate);
     let measured: Vec<&Step> = steps.iter().filter(|s| p99(s).is_finite()).collect();
     let lowest = measured.iter().copied().min_by(by_rate)?;

@@ -28,11 +28,6 @@ pub fn costs_of(step: &Step) -> Costs {
     }
 }
 
-/// The p99 a step is judged by: ack or end-to-end, whichever is higher.
-fn judged_p99(step: &Step) -> f64 {
-    step.ack_p99_ms.max(step.judged_e2e_p99_ms())
-}
-
 /// One point's cells from its repeats' capacity documents (in the order run), predicted at p99
 /// ≤ `slo_p99_ms`.
 pub fn point(
@@ -73,14 +68,14 @@ fn point_cell(name: &str, runs: &[&CapacityCell], offer: &Offer, slo_p99_ms: f64
     let below: Vec<(f64, f64)> = runs
         .iter()
         .flat_map(|c| c.steps.iter().filter(|s| s.sustained))
-        .map(|s| (s.answered_per_group(), judged_p99(s)))
+        .map(|s| (s.answered_per_group(), s.judged_p99_ms()))
         .collect();
     if let Some(cap) = cost_model::predict(&costs, offer, f64::NAN).map(|p| p.cap) {
         costs.unloaded_p99_ms = cost_model::unloaded_p99(&below, cap);
     }
     let p99s: Vec<f64> = held
         .iter()
-        .map(|s| judged_p99(s))
+        .map(|s| s.judged_p99_ms())
         .filter(|v| v.is_finite())
         .collect();
     let p99_ms = match p99s.is_empty() {
@@ -106,7 +101,7 @@ fn point_cell(name: &str, runs: &[&CapacityCell], offer: &Offer, slo_p99_ms: f64
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use ackbench_reports::capacity::{Criteria, Plan, CAPACITY_KIND, CAPACITY_SCHEMA_VERSION};
 
@@ -129,12 +124,22 @@ mod tests {
     }
 
     fn capacity(held: f64) -> CapacityResults {
+        bracketed_search(Criteria::default(), held, step)
+    }
+
+    /// A search judged by `criteria` whose one cell, `none`, held `held` msg/s and failed 5 %
+    /// above it, its steps made by `step(rate, sustained)`.
+    pub(crate) fn bracketed_search(
+        criteria: Criteria,
+        held: f64,
+        step: impl Fn(f64, bool) -> Step,
+    ) -> CapacityResults {
         CapacityResults {
             kind: CAPACITY_KIND.into(),
             schema_version: CAPACITY_SCHEMA_VERSION,
             complete: true,
             meta: Default::default(),
-            criteria: Criteria::default(),
+            criteria,
             plan: Plan::default(),
             cells: vec![CapacityCell {
                 name: "none".into(),

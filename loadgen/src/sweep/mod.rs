@@ -58,14 +58,15 @@ pub async fn sweep_command(opts: SweepOptions) -> u8 {
     }
 }
 
+/// A sweep.json document, its path named in any error.
+pub fn read_sweep(path: &Path) -> Result<SweepResults, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    SweepResults::from_json(&text).map_err(|e| format!("{}: {e}", path.display()))
+}
+
 /// `ackbench plan`: exit 0 with the answer, 2 for a bad document or question.
 pub fn plan_command(opts: &PlanOptions) -> u8 {
-    let read = std::fs::read_to_string(&opts.sweep)
-        .map_err(|e| format!("{}: {e}", opts.sweep.display()))
-        .and_then(|text| {
-            SweepResults::from_json(&text).map_err(|e| format!("{}: {e}", opts.sweep.display()))
-        });
-    let sweep = match read {
+    let sweep = match read_sweep(&opts.sweep) {
         Ok(s) => s,
         Err(e) => return fail(&e),
     };

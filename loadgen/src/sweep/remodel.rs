@@ -15,9 +15,7 @@ use super::collect;
 /// The sweep in `dir` with its points collected again from its searches' documents.
 pub fn remodel(dir: &Path) -> Result<SweepResults, String> {
     let path = dir.join("sweep.json");
-    let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let mut sweep =
-        SweepResults::from_json(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut sweep = super::read_sweep(&path)?;
     if !sweep.complete {
         return Err(format!(
             "{}: the sweep did not complete, so its points cannot be matched with its searches' directories",
@@ -51,9 +49,7 @@ fn read_search(dir: &Path) -> Result<CapacityResults, String> {
 mod tests {
     use std::collections::BTreeMap;
 
-    use ackbench_reports::capacity::{
-        CapacityCell, Criteria, Plan, Step, CAPACITY_KIND, CAPACITY_SCHEMA_VERSION,
-    };
+    use ackbench_reports::capacity::{Criteria, Plan, Step};
     use ackbench_reports::sweep::cost_model::{Costs, Offer};
     use ackbench_reports::sweep::{
         Knee, MachineOffer, PointCell, SweepPoint, SWEEP_KIND, SWEEP_SCHEMA_VERSION,
@@ -77,23 +73,7 @@ mod tests {
             sustained,
             ..Default::default()
         };
-        CapacityResults {
-            kind: CAPACITY_KIND.into(),
-            schema_version: CAPACITY_SCHEMA_VERSION,
-            complete: true,
-            meta: Default::default(),
-            criteria: Criteria::with_slo(100.0),
-            plan: Plan::default(),
-            cells: vec![CapacityCell {
-                name: "none".into(),
-                steps: vec![step(rate, true), step(rate * 1.05, false)],
-                sustained_rate: Some(rate),
-                knee_rate: Some(rate * 1.05),
-                stopped: "knee bracketed".into(),
-                ..Default::default()
-            }],
-            warnings: vec![],
-        }
+        collect::tests::bracketed_search(Criteria::with_slo(100.0), rate, step)
     }
 
     /// A sweep document as an older build wrote it: one point, the prediction without a latency

@@ -251,6 +251,12 @@ impl Step {
         }
     }
 
+    /// The p99 a step is judged by: its ack p99 or its judged end-to-end p99, whichever is
+    /// higher.
+    pub fn judged_p99_ms(&self) -> f64 {
+        self.ack_p99_ms.max(self.judged_e2e_p99_ms())
+    }
+
     /// The end-to-end p99 the SLO judges: first deliveries' when measured, else every message's
     /// (documents that predate the split).
     pub fn judged_e2e_p99_ms(&self) -> f64 {
