@@ -185,6 +185,12 @@ async fn send_on_one_connection(
             .batch_execute("SET synchronous_commit = off")
             .await
             .map_err(|e| e.to_string())?;
+        // Prepared once: an unprepared statement costs each send a second round trip (and a
+        // second transaction, as PostgreSQL counts them).
+        let notify_all = client
+            .prepare(NOTIFY_ALL)
+            .await
+            .map_err(|e| e.to_string())?;
         let mut heartbeat = tokio::time::interval(HEARTBEAT);
         let mut last_send = Instant::now() - MIN_GAP;
         loop {
@@ -203,7 +209,7 @@ async fn send_on_one_connection(
             PeerStats::add(&outbox.stats.events_lost, oversized as u64);
             let carried: usize = payloads.iter().map(|(_, n)| n).sum();
             let texts: Vec<&str> = payloads.iter().map(|(p, _)| p.as_str()).collect();
-            if let Err(e) = client.execute(NOTIFY_ALL, &[&CHANNEL, &texts]).await {
+            if let Err(e) = client.execute(&notify_all, &[&CHANNEL, &texts]).await {
                 PeerStats::add(&outbox.stats.events_lost, carried as u64);
                 return Err(e.to_string());
             }
