@@ -71,6 +71,8 @@ struct Slot<T> {
     acks: VecDeque<(u64, T)>,
     pops: VecDeque<T>,
     busy: bool,
+    /// When the flush holding this slot started (kept on a flush's first slot).
+    started: Option<Instant>,
 }
 
 impl<T> Slot<T> {
@@ -93,6 +95,8 @@ pub struct Core<T> {
     consumers_wait: bool,
     lingers: u64,
     lingered: Duration,
+    /// Flush time, smoothed over the last flushes (`FLUSH_WEIGHT` each).
+    flush_time: Option<Duration>,
     rate: ArrivalRate,
     control: Concurrency,
     meter: Meter,
@@ -107,6 +111,7 @@ impl<T> Core<T> {
                     acks: VecDeque::new(),
                     pops: VecDeque::new(),
                     busy: false,
+                    started: None,
                 })
                 .collect(),
             cursor: 0,
@@ -117,6 +122,7 @@ impl<T> Core<T> {
             consumers_wait: false,
             lingers: 0,
             lingered: Duration::ZERO,
+            flush_time: None,
             rate: ArrivalRate::new(now),
             control: Concurrency::new(settings.concurrency),
             meter: Meter::new(now),
@@ -148,10 +154,10 @@ impl<T> Core<T> {
 
     /// Starts a linger for the work waiting now, if the policy wants one.
     fn start_linger(&mut self, now: Instant) {
-        let wait = self
-            .settings
-            .linger
-            .wait(self.rate.per_second(), self.consumers_wait);
+        let wait =
+            self.settings
+                .linger
+                .wait(self.rate.per_second(), self.consumers_wait, self.flush_time);
         self.linger_until = (!wait.is_zero()).then(|| now + wait);
         if !wait.is_zero() {
             self.lingers += 1;
@@ -183,6 +189,7 @@ impl<T> Core<T> {
         if batch.slots.is_empty() {
             return Step::Idle; // everything pending belongs to slots in flight
         }
+        self.slots[batch.slots[0]].started = Some(now);
         self.inflight += 1;
         self.meter.inflight = self.inflight;
         Step::Flush(batch)
@@ -191,6 +198,9 @@ impl<T> Core<T> {
     /// A flush holding `slots` finished with `items` items.
     pub fn completed(&mut self, now: Instant, slots: &[usize], items: usize) {
         self.account(now);
+        if let Some(started) = slots.first().and_then(|&s| self.slots[s].started.take()) {
+            self.smooth_flush_time(now.saturating_duration_since(started));
+        }
         for &s in slots {
             self.slots[s].busy = false;
         }
@@ -203,6 +213,15 @@ impl<T> Core<T> {
         if self.inflight == 0 && self.pending() > 0 && self.linger_until.is_none() {
             self.start_linger(now);
         }
+    }
+
+    /// Folds one flush's time into the smoothed flush time.
+    fn smooth_flush_time(&mut self, took: Duration) {
+        const FLUSH_WEIGHT: f64 = 0.125;
+        self.flush_time = Some(match self.flush_time {
+            None => took,
+            Some(t) => t.mul_f64(1.0 - FLUSH_WEIGHT) + took.mul_f64(FLUSH_WEIGHT),
+        });
     }
 
     /// Flushes allowed in flight now.

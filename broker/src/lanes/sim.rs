@@ -324,7 +324,7 @@ fn adaptive(hold_ms: u64) -> CoreSettings {
             hold: Duration::from_millis(hold_ms),
         },
         max_acks: usize::MAX,
-        max_pops: 16,
+        max_pops: 64,
     }
 }
 
@@ -333,6 +333,14 @@ fn adaptive(hold_ms: u64) -> CoreSettings {
 const SERIAL: Database = Database {
     servers: 1,
     fixed: Duration::from_micros(500),
+    per_item: Duration::from_micros(20),
+};
+
+/// This machine's kind when busy: one commit at a time, each slowed to 4 ms by the work
+/// around it.
+const BUSY: Database = Database {
+    servers: 1,
+    fixed: Duration::from_millis(4),
     per_item: Duration::from_micros(20),
 };
 
@@ -455,7 +463,7 @@ fn partitions(rate: f64) -> Load {
 }
 
 #[test]
-fn light_load_pays_no_linger_and_busier_load_fills_flushes() {
+fn light_load_pays_no_linger_and_a_linger_grows_with_the_flush_time() {
     let light = simulate(SERIAL, Load::Open { rate: 100.0 }, adaptive(3), 10.0);
     // At 100 items a second a linger would gather nothing: every flush goes at once.
     assert!(
@@ -469,18 +477,35 @@ fn light_load_pays_no_linger_and_busier_load_fills_flushes() {
         min_rate: 0,
     };
     let acks_per_flush = |o: &Outcome| o.acks as f64 / o.ack_flushes as f64;
-    // Measured on this model: 1.9 acks per ack flush at once, 14 lingering up to 3 ms (about
-    // 1.5 and 11 at 2 000 messages a second, 1.1 and 3.8 at 1 000).
-    let fire_on_idle = simulate(SERIAL, partitions(3_000.0), at_once, 10.0);
-    let lingering = simulate(SERIAL, partitions(3_000.0), adaptive(3), 10.0);
+    // A quick database: a linger is at most `FLUSH_SHARE` of a flush, far below the bound.
+    let quick = simulate(SERIAL, partitions(3_000.0), adaptive(3), 10.0);
+    let share = |o: &Outcome| o.longest_flush.mul_f64(Linger::FLUSH_SHARE);
     assert!(
-        acks_per_flush(&lingering) >= 5.0 * acks_per_flush(&fire_on_idle),
-        "{:.1} acks per ack flush lingering, {:.1} at once",
-        acks_per_flush(&lingering),
-        acks_per_flush(&fire_on_idle)
+        quick.idle_arrival_wait <= share(&quick),
+        "{:?} lingered, flushes up to {:?}",
+        quick.idle_arrival_wait,
+        quick.longest_flush
     );
-    assert!(lingering.idle_arrival_wait <= Duration::from_millis(3));
-    assert!(lingering.max_wait <= Duration::from_millis(3) + lingering.longest_flush);
+    // A busy one (4 ms a flush): the linger grows to the bound, and flushes carry more than
+    // what arrives during one. Measured on this model: 21 acks per ack flush lingering, 12 at
+    // once.
+    let busy_at_once = simulate(BUSY, partitions(3_000.0), at_once, 10.0);
+    let busy = simulate(BUSY, partitions(3_000.0), adaptive(3), 10.0);
+    assert!(
+        busy.idle_arrival_wait > 2 * quick.idle_arrival_wait,
+        "busy {:?}, quick {:?}",
+        busy.idle_arrival_wait,
+        quick.idle_arrival_wait
+    );
+    assert!(
+        acks_per_flush(&busy) >= 1.3 * acks_per_flush(&busy_at_once),
+        "{:.1} acks per ack flush lingering, {:.1} at once",
+        acks_per_flush(&busy),
+        acks_per_flush(&busy_at_once)
+    );
+    // The bound holds here too (`a_linger_never_holds_work_past_its_bound` checks the wait of
+    // work that arrives during a flush, on the quick database).
+    assert!(busy.idle_arrival_wait <= Duration::from_millis(3));
 }
 
 #[test]
