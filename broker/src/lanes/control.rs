@@ -27,10 +27,10 @@
 //! a closed loop its throughput (each consumer waits for every flush it is in). The wait grows
 //! with the lane's smoothed arrival rate, from none where it would gather less than half an
 //! item to the whole hold bound where the bound gathers a full batch (`FULL_GATHER` items). It
-//! never exceeds the hold bound nor the lanes' smoothed flush time (`FLUSH_SHARE` of it): the
-//! consumers may be waiting for a lease the lingering ack frees, so a linger is paid where the
-//! database is quick (little to spare) and grows as a busy database slows the flushes. A lane
-//! whose inbox fills a flush stops lingering at once.
+//! never exceeds the hold bound nor `FLUSH_SHARE` of the lanes' smoothed flush time: the
+//! consumers may be waiting for a lease the lingering ack frees, so a linger stays short while
+//! the database is quick and grows, up to the bound, as a busy database slows the flushes. A
+//! lane whose inbox fills a flush stops lingering at once.
 //! A lane lingers when work arrives at it idle, and when its flushes finish with work waiting
 //! that arrived during them: a steady stream is then paced at one flush per linger and flush,
 //! and each flush carries what the whole cycle gathered.
