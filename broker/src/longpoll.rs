@@ -174,8 +174,15 @@ impl LongPoll {
 
     /// `messages` were pushed to `queue` of `tenant` (to `partition`, when one is named):
     /// wakes up to that many waiters of every group parked on the partition, on the queue, and
-    /// on the tenant's discovery scope.
-    pub fn pushed(&self, tenant: Uuid, queue: &str, partition: Option<&str>, messages: usize) {
+    /// on the tenant's discovery scope. Answers how many it woke.
+    pub fn pushed(
+        &self,
+        tenant: Uuid,
+        queue: &str,
+        partition: Option<&str>,
+        messages: usize,
+    ) -> usize {
+        let mut woken = 0;
         let map = self.slots.lock().expect("long-poll lock");
         let named = partition.map(|p| Scope::Partition(tenant, queue.to_string(), p.to_string()));
         for scope in named.into_iter().chain([
@@ -191,8 +198,10 @@ impl LongPoll {
                 for _ in 0..waiting.min(messages) {
                     slot.notify.notify_one();
                 }
+                woken += waiting.min(messages);
             }
         }
+        woken
     }
 }
 

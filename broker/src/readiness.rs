@@ -106,6 +106,34 @@ impl Readiness {
         }
     }
 
+    /// Tells the other brokers about a push that woke a pop parked here, once that pop's claim
+    /// is known or a short hold has passed (`Outbox::publish_held`).
+    pub fn publish_held(&self, event: Event) {
+        if let Some(outbox) = &self.peers {
+            outbox.publish_held(event);
+        }
+    }
+
+    /// A pop here leased `group` the span of `pid` up to `end`: tells the other brokers, so
+    /// that their pops leave the partition alone until the release.
+    pub fn publish_leased(
+        &self,
+        queue: &(Uuid, String),
+        group: &str,
+        pid: Uuid,
+        end: i64,
+        lease: std::time::Duration,
+    ) {
+        self.publish(Event::Leased {
+            tenant: queue.0,
+            queue: queue.1.clone(),
+            pid,
+            group: group.to_string(),
+            end,
+            lease_ms: u64::try_from(lease.as_millis()).unwrap_or(u64::MAX),
+        });
+    }
+
     /// Whatever the other brokers said may have been missed (the listening connection was
     /// down): every candidate list reseeds on its next pop and every parked pop looks again.
     pub fn reseed_all(&self) {

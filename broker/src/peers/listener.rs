@@ -120,7 +120,14 @@ pub fn receive(app: &App, payload: &str) {
     }
     PeerStats::add(&stats.notifications_received, 1);
     let n = envelope.events.len() as u64;
-    for event in envelope.events {
+    // Leases first: a push that the sender's own pop claimed is then not listed here, so a
+    // pop it wakes here parks again without going to PostgreSQL to find it taken. (Whatever the order, the lists end the same: a
+    // leased partition is not poppable for its group until a release, which names its span.)
+    let (leases, rest): (Vec<Event>, Vec<Event>) = envelope
+        .events
+        .into_iter()
+        .partition(|e| matches!(e, Event::Leased { .. }));
+    for event in leases.into_iter().chain(rest) {
         apply(app, event);
     }
     PeerStats::add(&stats.events_applied, n);
@@ -150,6 +157,19 @@ fn apply(app: &App, event: Event) {
             completed,
             end,
         } => ready.released_by_peer(pid, &group, completed, end),
+        Event::Leased {
+            tenant,
+            queue,
+            pid,
+            group,
+            end,
+            lease_ms,
+        } => {
+            if let Some(hot) = &ready.hotlist {
+                let key = (tenant, queue);
+                hot.leased_by_peer(&key, &group, pid, end, Duration::from_millis(lease_ms));
+            }
+        }
         Event::QueueDeleted { tenant, queue } => crate::queues::forget_hints(app, tenant, &queue),
         Event::QueueChanged { tenant, queue } => {
             app.queue_metas.forget(tenant, &queue);

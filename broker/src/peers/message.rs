@@ -35,6 +35,17 @@ pub enum Event {
         completed: bool,
         end: Option<i64>,
     },
+    /// A pop through the sender leased `group` the span of `pid` up to offset `end`, for
+    /// `lease_ms`: the partition is not poppable for the group until the lease ends (a
+    /// `Released` follows), so the receiver takes it off the group's candidates.
+    Leased {
+        tenant: Uuid,
+        queue: String,
+        pid: Uuid,
+        group: String,
+        end: i64,
+        lease_ms: u64,
+    },
     /// The queue was deleted.
     QueueDeleted { tenant: Uuid, queue: String },
     /// The queue changed in a way not named partition by partition (configured, or written
@@ -153,10 +164,18 @@ mod tests {
                 tenant: Uuid::nil(),
                 queue: "q\"\\é".into(),
             },
+            Event::Leased {
+                tenant: Uuid::nil(),
+                queue: "q".into(),
+                pid: Uuid::now_v7(),
+                group: "__QUEUE_MODE__".into(),
+                end: 41,
+                lease_ms: 30_000,
+            },
         ];
         let (payloads, oversized) = pack(from, &events);
         assert_eq!((payloads.len(), oversized), (1, 0));
-        assert_eq!(payloads[0].1, 3);
+        assert_eq!(payloads[0].1, 4);
         let back = parse(&payloads[0].0).expect("parses");
         assert_eq!(back.from, from);
         assert_eq!(back.events, events);

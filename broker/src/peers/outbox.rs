@@ -43,6 +43,10 @@ pub const MIN_GAP: Duration = Duration::from_millis(10);
 /// One statement, one commit, for every payload of a batch.
 const NOTIFY_ALL: &str = "SELECT pg_notify($1, payload) FROM unnest($2::text[]) AS payload";
 
+/// How long a push that woke a pop parked here waits for that pop's claim before the other
+/// brokers hear of it (`Outbox::publish_held`): a claim takes one pop flush, about 1-2 ms.
+pub const HOLD: Duration = Duration::from_millis(5);
+
 /// How often a broker says it is here (`Event::Present`), whatever else it sends.
 pub const HEARTBEAT: Duration = Duration::from_secs(1);
 
@@ -60,6 +64,9 @@ struct Waiting {
     events: Vec<Event>,
     /// Index in `events` of the pending `Pushed` of each partition (coalesced).
     pushed_at: HashMap<Uuid, usize>,
+    /// Pushed partitions a pop parked here was woken for, until when the send waits for that
+    /// pop's `Leased` (see `publish_held`).
+    held: HashMap<Uuid, Instant>,
 }
 
 /// Events waiting for the sender.
@@ -72,6 +79,8 @@ pub struct Outbox {
     /// When another broker was last heard from, in ms since `born` (0: never).
     peer_heard_ms: AtomicU64,
     born: Instant,
+    /// Told when the last held partition's `Leased` arrives.
+    unheld: Notify,
     /// Set when a broker not heard from lately speaks: the sender answers with a heartbeat at
     /// once, so that two brokers find each other without waiting a heartbeat period.
     greet: Notify,
@@ -87,6 +96,7 @@ impl Outbox {
             peer_heard_ms: AtomicU64::new(0),
             born: Instant::now(),
             greet: Notify::new(),
+            unheld: Notify::new(),
         }
     }
 
@@ -107,14 +117,38 @@ impl Outbox {
             && self.born.elapsed().as_millis() as u64 + 1 - heard <= PEER_TTL.as_millis() as u64
     }
 
+    /// Queues a `Pushed` that woke a pop parked on this broker: the send waits up to `HOLD`
+    /// for that pop's claim, so that its `Leased` travels with the push and the other brokers
+    /// do not send their own parked pops to find the partition taken (in a round-robin
+    /// deployment every push woke a pop on each broker and two of three claims found nothing).
+    /// If the pop took something else, the other brokers hear of the push `HOLD` later.
+    pub fn publish_held(&self, event: Event) {
+        let pid = match &event {
+            Event::Pushed { pid, .. } => Some(*pid),
+            _ => None,
+        };
+        if self.publish(event) {
+            if let Some(pid) = pid {
+                let mut w = self.waiting.lock().expect("outbox lock");
+                w.held.entry(pid).or_insert_with(|| Instant::now() + HOLD);
+            }
+        }
+    }
+
     /// Queues `event` for the next batch; a push to a partition already waiting is folded into
-    /// its event (the highest end, the messages added).
-    pub fn publish(&self, event: Event) {
+    /// its event (the highest end, the messages added). A `Leased` ends its partition's hold.
+    /// False when no other broker is listening (nothing is queued).
+    pub fn publish(&self, event: Event) -> bool {
         if !self.peers_present() {
             PeerStats::add(&self.stats.events_alone, 1);
-            return;
+            return false;
         }
         let mut w = self.waiting.lock().expect("outbox lock");
+        if let Event::Leased { pid, .. } = &event {
+            if w.held.remove(pid).is_some() && w.held.is_empty() {
+                self.unheld.notify_one();
+            }
+        }
         if let Event::Pushed {
             pid, end, messages, ..
         } = &event
@@ -128,13 +162,13 @@ impl Outbox {
                 {
                     *e = (*e).max(*end);
                     *m = m.saturating_add(*messages);
-                    return;
+                    return true;
                 }
             }
         }
         if w.events.len() >= MAX_WAITING {
             PeerStats::add(&self.stats.events_lost, 1);
-            return;
+            return false;
         }
         if let Event::Pushed { pid, .. } = &event {
             let i = w.events.len();
@@ -146,12 +180,42 @@ impl Outbox {
         if first {
             self.arrived.notify_one();
         }
+        true
+    }
+
+    /// The latest hold of the waiting events, if one is still running.
+    fn held_until(&self) -> Option<Instant> {
+        let w = self.waiting.lock().expect("outbox lock");
+        w.held
+            .values()
+            .max()
+            .copied()
+            .filter(|&t| t > Instant::now())
+    }
+
+    /// Waits until every hold running now has ended or its `Leased` came (holds that begin
+    /// meanwhile are not waited for, so steady traffic cannot put a send off).
+    async fn wait_for_holds(&self) {
+        let Some(until) = self.held_until() else {
+            return;
+        };
+        loop {
+            let unheld = self.unheld.notified();
+            if self.waiting.lock().expect("outbox lock").held.is_empty() {
+                return;
+            }
+            tokio::select! {
+                _ = tokio::time::sleep_until(until.into()) => return,
+                _ = unheld => {}
+            }
+        }
     }
 
     /// Takes every waiting event.
     fn take(&self) -> Vec<Event> {
         let mut w = self.waiting.lock().expect("outbox lock");
         w.pushed_at.clear();
+        w.held.clear();
         std::mem::take(&mut w.events)
     }
 }
@@ -197,6 +261,7 @@ async fn send_on_one_connection(
             let events = tokio::select! {
                 _ = outbox.arrived.notified() => {
                     tokio::time::sleep_until((last_send + MIN_GAP).into()).await;
+                    outbox.wait_for_holds().await;
                     outbox.take()
                 }
                 _ = heartbeat.tick() => vec![Event::Present],
@@ -221,4 +286,78 @@ async fn send_on_one_connection(
     .await;
     driver.abort();
     outcome
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pushed(pid: Uuid) -> Event {
+        Event::Pushed {
+            tenant: Uuid::nil(),
+            queue: "q".into(),
+            partition: "p".into(),
+            pid,
+            end: 9,
+            messages: 1,
+        }
+    }
+
+    fn leased(pid: Uuid) -> Event {
+        Event::Leased {
+            tenant: Uuid::nil(),
+            queue: "q".into(),
+            pid,
+            group: "g".into(),
+            end: 9,
+            lease_ms: 30_000,
+        }
+    }
+
+    fn listening() -> Outbox {
+        let o = Outbox::new(Arc::new(PeerStats::default()));
+        o.heard_peer();
+        o
+    }
+
+    #[tokio::test]
+    async fn a_held_push_waits_for_its_lease_and_goes_with_it() {
+        let o = Arc::new(listening());
+        let pid = Uuid::now_v7();
+        o.publish_held(pushed(pid));
+        let started = Instant::now();
+        let waiter = {
+            let o = o.clone();
+            tokio::spawn(async move { o.wait_for_holds().await })
+        };
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        assert!(!waiter.is_finished(), "held");
+        o.publish(leased(pid));
+        waiter.await.unwrap();
+        assert!(started.elapsed() < HOLD, "{:?}", started.elapsed());
+        assert_eq!(o.take(), vec![pushed(pid), leased(pid)]);
+    }
+
+    #[tokio::test]
+    async fn a_held_push_whose_pop_claimed_elsewhere_goes_after_the_hold() {
+        let o = listening();
+        o.publish_held(pushed(Uuid::now_v7()));
+        o.publish(pushed(Uuid::now_v7()));
+        let started = Instant::now();
+        o.wait_for_holds().await;
+        assert!(started.elapsed() >= HOLD - Duration::from_millis(1));
+        assert_eq!(o.take().len(), 2);
+        o.publish(pushed(Uuid::now_v7()));
+        let started = Instant::now();
+        o.wait_for_holds().await;
+        assert!(started.elapsed() < HOLD, "nothing held: at once");
+    }
+
+    #[test]
+    fn alone_nothing_is_queued_or_held() {
+        let o = Outbox::new(Arc::new(PeerStats::default()));
+        o.publish_held(pushed(Uuid::now_v7()));
+        assert!(o.take().is_empty());
+        assert!(o.held_until().is_none());
+    }
 }

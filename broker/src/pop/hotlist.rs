@@ -11,6 +11,9 @@
 //! - a claim takes its candidates off the list (so concurrent pops of one broker never collide)
 //!   and remembers the lease; the ack that releases it, or the lease's expiry, lists the
 //!   partition again when more may follow;
+//! - another broker's lease (a peer notification) takes the partition off the list until that
+//!   lease's release, at most `PEER_LEASE_HINT_MAX`, so a push the pushing broker's own pop
+//!   claimed does not send every other broker's pops to find it taken;
 //! - a (re)seed from PostgreSQL (`log_pop_candidates_v3`) when a group is first seen,
 //!   every `QUEEN_HOTLIST_RESEED_MS`, and, while pops are parked with nothing listed, once per
 //!   long-poll re-check for the whole group (not once per parked pop). That is how pushes
@@ -32,6 +35,11 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use uuid::Uuid;
+
+/// The longest a peer's lease keeps a partition off this broker's lists: acks come within
+/// milliseconds, and if its release is lost (or the notification forged) the partition
+/// returns at the latest this long after, or with the next seed.
+pub const PEER_LEASE_HINT_MAX: Duration = Duration::from_secs(5);
 
 /// A queue of a tenant.
 pub type QueueKey = (Uuid, String);
@@ -59,6 +67,9 @@ struct GroupHot {
     sequence: u64,
     /// Partitions this broker leased to the group: (span start, span end, lease expiry).
     leased: HashMap<Uuid, (i64, i64, Instant)>,
+    /// Partitions another broker said it leased to the group: (span end, until when the hint
+    /// holds). Kept apart from `leased`: nothing here is this broker's to expire or release.
+    peer_leased: HashMap<Uuid, (i64, Instant)>,
     expiries: BinaryHeap<Reverse<(Instant, Uuid)>>,
     /// Partitions listed by a hand-off, with the acked span's end, until its commit's release
     /// (which then leaves the listing to whoever takes it) or a pop that took it found nothing.
@@ -76,9 +87,46 @@ impl GroupHot {
     /// Lists `pid` (unless it is leased or listed already) at its pending stretch's start, or
     /// `now` when it has none.
     fn list(&mut self, pid: Uuid, now: Instant) {
-        if !self.leased.contains_key(&pid) {
+        if !self.leased.contains_key(&pid) && !self.peer_holds(pid, now) {
             self.list_even_if_leased(pid, now);
         }
+    }
+
+    /// Whether another broker holds a lease on `pid`, as its notification said, and the hint
+    /// has not run out (one that has is forgotten here).
+    fn peer_holds(&mut self, pid: Uuid, now: Instant) -> bool {
+        match self.peer_leased.get(&pid) {
+            Some(&(_, until)) if until > now => true,
+            Some(_) => {
+                self.peer_leased.remove(&pid);
+                false
+            }
+            None => false,
+        }
+    }
+
+    /// Ends the lease another broker said it holds on `pid` (see `Hotlist::released`); `None`
+    /// when no such lease is recorded, else whether the partition is listed now. A release
+    /// naming another span's end is an older lease's, and leaves the newer one alone.
+    fn end_peer_lease(
+        &mut self,
+        pid: Uuid,
+        completed: bool,
+        acked_end: Option<i64>,
+        known: Option<i64>,
+    ) -> Option<bool> {
+        let (end, _) = *self.peer_leased.get(&pid)?;
+        if acked_end.is_some_and(|a| a != end) {
+            return Some(false);
+        }
+        self.peer_leased.remove(&pid);
+        let more = !completed || known.is_some_and(|last| last > end);
+        if more {
+            self.list(pid, Instant::now());
+        } else {
+            self.pending_since.remove(&pid);
+        }
+        Some(more)
     }
 
     /// Lists `pid` unless it is listed already; true when it was not.
@@ -96,7 +144,8 @@ impl GroupHot {
     /// A push wrote to `pid`: a partition neither listed nor leased had nothing pending as far
     /// as this list knows, so its stretch starts now.
     fn list_pushed(&mut self, pid: Uuid, now: Instant) {
-        if !self.leased.contains_key(&pid) && !self.listed.contains_key(&pid) {
+        let taken = self.leased.contains_key(&pid) || self.peer_leased.contains_key(&pid);
+        if !taken && !self.listed.contains_key(&pid) {
             self.pending_since.insert(pid, now);
         }
         self.list(pid, now);
@@ -210,6 +259,8 @@ impl Hotlist {
         g.ready_at = ready_at;
         let now = Instant::now();
         for pid in pids {
+            // PostgreSQL found it poppable: whatever a peer said of it is older.
+            g.peer_leased.remove(pid);
             g.list(*pid, now);
         }
     }
@@ -345,6 +396,12 @@ impl Hotlist {
         let mut s = self.state.lock().expect("hotlist lock");
         let (known, g) = known_group(&mut s, pid, group)?;
         let recorded = g.leased.get(&pid).map(|l| l.1);
+        if recorded.is_none() {
+            // An ack through this broker of a lease another broker granted.
+            if let Some(listed) = g.end_peer_lease(pid, completed, acked_end, known) {
+                return Some(listed);
+            }
+        }
         let handed_off = g.handed_off.remove(&pid);
         if acked_end.is_some() && handed_off == acked_end {
             if recorded == acked_end {
@@ -392,12 +449,45 @@ impl Hotlist {
         }
         let mut s = self.state.lock().expect("hotlist lock");
         let (known, g) = known_group(&mut s, pid, group)?;
+        if let Some(listed) = g.end_peer_lease(pid, completed, acked_end, known) {
+            return Some(listed);
+        }
         let more =
             !completed || matches!((acked_end, known), (Some(end), Some(last)) if last > end);
         if more {
             g.list(pid, Instant::now());
         }
         Some(more)
+    }
+
+    /// Another broker leased `pid` to `group` through offset `span_end`, for `hold` (its lease's
+    /// time, at most `PEER_LEASE_HINT_MAX`): the partition leaves the group's list, and no push
+    /// lists it again, until that lease's release, the hint's end, or a seed that finds it
+    /// poppable. So a push that the pushing broker's own parked pop claimed sends no pop here
+    /// to PostgreSQL to find it taken. Nothing is recorded for a group no pop here has served.
+    pub fn leased_by_peer(
+        &self,
+        queue: &QueueKey,
+        group: &str,
+        pid: Uuid,
+        span_end: i64,
+        hold: Duration,
+    ) {
+        let mut s = self.state.lock().expect("hotlist lock");
+        let Some(q) = s.queues.get_mut(queue) else {
+            return;
+        };
+        let known = q.last_offset.entry(pid).or_insert(span_end);
+        *known = (*known).max(span_end);
+        let Some(g) = q.groups.get_mut(group) else {
+            return;
+        };
+        if let Some((since, seq)) = g.listed.remove(&pid) {
+            g.ring.remove(&(since, seq, pid));
+        }
+        let until = Instant::now() + hold.min(PEER_LEASE_HINT_MAX);
+        g.peer_leased.insert(pid, (span_end, until));
+        s.queue_of.entry(pid).or_insert_with(|| queue.clone());
     }
 
     /// Something changed on `queue` that the broker cannot name partition by partition (a
@@ -686,6 +776,90 @@ mod tests {
             "a lease recorded here is released as if locally"
         );
         assert_eq!(h.released_by_peer(Uuid::now_v7(), "g", false, None), None);
+    }
+
+    #[test]
+    fn a_peers_lease_keeps_its_partition_off_the_list_until_its_release() {
+        let h = Hotlist::new(LONG);
+        let (a, b) = (Uuid::now_v7(), Uuid::now_v7());
+        h.seeded(&key(), "g", &[], None);
+        h.seeded(&key(), "h", &[], None);
+        h.pushed(&key(), a, 9);
+        h.leased_by_peer(&key(), "g", a, 9, LONG);
+        assert_eq!(h.take(&key(), "g", 2, LONG), Take::Nothing, "taken off");
+        assert_eq!(
+            h.take(&key(), "h", 2, LONG),
+            Take::Candidates(vec![a]),
+            "another group's list is its own"
+        );
+        h.pushed(&key(), a, 12);
+        h.pushed(&key(), b, 3);
+        assert_eq!(
+            h.take(&key(), "g", 2, LONG),
+            Take::Candidates(vec![b]),
+            "a push does not list a partition a peer holds"
+        );
+        assert_eq!(
+            h.released_by_peer(a, "g", true, Some(4)),
+            Some(false),
+            "an older span's release leaves the newer lease alone"
+        );
+        assert_eq!(h.take(&key(), "g", 2, LONG), Take::Nothing);
+        assert_eq!(
+            h.released_by_peer(a, "g", true, Some(9)),
+            Some(true),
+            "released, with 10-12 written after the span"
+        );
+        assert_eq!(h.take(&key(), "g", 2, LONG), Take::Candidates(vec![a]));
+    }
+
+    #[test]
+    fn a_peers_lease_released_through_this_broker_or_with_nothing_after_it() {
+        let h = Hotlist::new(LONG);
+        let a = Uuid::now_v7();
+        h.seeded(&key(), "g", &[], None);
+        h.pushed(&key(), a, 9);
+        h.leased_by_peer(&key(), "g", a, 9, LONG);
+        assert_eq!(
+            h.released(a, "g", true, None),
+            Some(false),
+            "an ack here of the peer's lease, nothing written after it"
+        );
+        h.pushed(&key(), a, 10);
+        assert_eq!(h.take(&key(), "g", 1, LONG), Take::Candidates(vec![a]));
+        h.leased_by_peer(&key(), "g", a, 10, LONG);
+        assert_eq!(h.released(a, "g", false, Some(10)), Some(true), "a nack");
+        assert_eq!(h.take(&key(), "g", 1, LONG), Take::Candidates(vec![a]));
+    }
+
+    #[test]
+    fn a_peers_lease_is_a_hint_that_runs_out_and_that_a_seed_overrides() {
+        let h = Hotlist::new(LONG);
+        let (a, b) = (Uuid::now_v7(), Uuid::now_v7());
+        h.seeded(&key(), "g", &[], None);
+        h.pushed(&key(), a, 9);
+        h.pushed(&key(), b, 9);
+        h.leased_by_peer(&key(), "g", a, 9, Duration::ZERO);
+        h.leased_by_peer(&key(), "g", b, 9, LONG);
+        h.pushed(&key(), a, 10);
+        assert_eq!(
+            h.take(&key(), "g", 2, LONG),
+            Take::Candidates(vec![a]),
+            "a lapsed hint (a lost or forged notification) lists again"
+        );
+        h.seeded(&key(), "g", &[b], None);
+        assert_eq!(
+            h.take(&key(), "g", 2, LONG),
+            Take::Candidates(vec![b]),
+            "PostgreSQL found it poppable"
+        );
+        let unseen = (Uuid::nil(), "other".to_string());
+        h.leased_by_peer(&unseen, "g", a, 9, LONG);
+        assert!(
+            h.queue_of(a) == Some(key()),
+            "a queue never served here is not recorded"
+        );
+        assert!(PEER_LEASE_HINT_MAX < LONG);
     }
 
     #[test]

@@ -401,7 +401,7 @@ async fn pop_sql(
     if let Some(hot) = &cx.ready.hotlist {
         for row in span_heads(&rows) {
             let key = (tenant, row.queue_name.clone());
-            note_claimed(hot, &key, p.group_name(), row);
+            note_claimed(cx.ready, hot, &key, p.group_name(), row);
         }
     }
     decode_rows(cx, rows)
@@ -450,7 +450,7 @@ async fn claim_candidates(
         }
         let (mut partitions, mut delivered) = (0usize, 0i64);
         for row in span_heads(&rows) {
-            note_claimed(hot, key, group, row);
+            note_claimed(cx.ready, hot, key, group, row);
             partitions += 1;
             delivered += row.span_end - row.span_start + 1;
         }
@@ -469,11 +469,21 @@ async fn claim_candidates(
     decode_rows(cx, rows)
 }
 
-fn note_claimed(hot: &hotlist::Hotlist, key: &QueueKey, group: &str, row: &ClaimRow) {
-    let lease = row.lease_expires_at.map(|at| {
-        let left = at.duration_since(SystemTime::now()).unwrap_or_default();
-        Instant::now() + left
-    });
+/// Records a claimed span in `hot` and, when it is leased, tells the other brokers.
+fn note_claimed(
+    ready: &Readiness,
+    hot: &hotlist::Hotlist,
+    key: &QueueKey,
+    group: &str,
+    row: &ClaimRow,
+) {
+    let left = row
+        .lease_expires_at
+        .map(|at| at.duration_since(SystemTime::now()).unwrap_or_default());
+    if let Some(left) = left {
+        ready.publish_leased(key, group, row.partition_id, row.span_end, left);
+    }
+    let lease = left.map(|left| Instant::now() + left);
     hot.claimed(
         key,
         group,

@@ -53,18 +53,24 @@ pub fn on_pushed(ready: &Readiness, segments: &SegmentCache, segment: &WrittenSe
             }
         }
     }
-    ready.long_poll.pushed(
+    let woken = ready.long_poll.pushed(
         segment.tenant,
         segment.queue,
         Some(segment.partition),
         segment.frames.len(),
     );
-    ready.publish(Event::Pushed {
+    let event = Event::Pushed {
         tenant: segment.tenant,
         queue: segment.queue.to_string(),
         partition: segment.partition.to_string(),
         pid: segment.partition_id,
         end: segment.end_offset,
         messages: u32::try_from(segment.frames.len()).unwrap_or(u32::MAX),
-    });
+    };
+    if woken > 0 {
+        // A pop here will likely claim it: the other brokers hear of it with that lease.
+        ready.publish_held(event);
+    } else {
+        ready.publish(event);
+    }
 }

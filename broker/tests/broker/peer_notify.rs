@@ -107,6 +107,51 @@ async fn a_push_on_one_broker_wakes_a_long_poll_parked_on_another_within_50_ms()
     b.shutdown().await;
 }
 
+/// Round robin put a parked pop on every broker, and each push woke one on each: the pushing
+/// broker's own pop claimed it, and the others' claims found it taken (two wasted claims per
+/// push with three brokers). The push's notification now travels with that pop's lease.
+#[tokio::test]
+async fn a_push_the_pushing_brokers_own_pop_claims_sends_no_other_brokers_pop_to_claim() {
+    let a = TestBroker::start().await;
+    let (b, b_http) = a.twin().await;
+    await_metric(&b_http, "queen_peer_listener_connects_total", 1.0).await;
+    // Both brokers' pop paths warm up first (a first claim prepares its statements).
+    for (producer, consumer, txn) in [(&a.http, &b_http, "warm-b"), (&b_http, &a.http, "warm-a")] {
+        let (r, _) = wake_across(producer, consumer, "shared", txn).await;
+        assert_eq!(txns(&r), [txn]);
+        ack_all(consumer, &r).await;
+    }
+    let stale = metric(&b_http, "queen_pop_stale_candidates_total").await;
+    for round in 0..3 {
+        let applied = metric(&b_http, "queen_peer_events_applied_total").await;
+        let elsewhere = {
+            let http = b_http.clone();
+            tokio::spawn(async move {
+                pop_wildcard(&http, "shared", "batch=1&wait=true&timeout=400").await
+            })
+        };
+        let txn = format!("local-{round}");
+        let (r, _) = wake_across(&a.http, &a.http, "shared", &txn).await;
+        assert_eq!(txns(&r), [txn.as_str()], "the pushing broker's pop");
+        assert_eq!(
+            elsewhere.await.unwrap().status,
+            StatusCode::NO_CONTENT,
+            "round {round}"
+        );
+        assert!(
+            metric(&b_http, "queen_peer_events_applied_total").await >= applied + 2.0,
+            "round {round}: the push and its lease reached the other broker"
+        );
+        ack_all(&a.http, &r).await;
+    }
+    assert_eq!(
+        metric(&b_http, "queen_pop_stale_candidates_total").await,
+        stale,
+        "the other broker's parked pop never claimed a partition it was told was taken"
+    );
+    b.shutdown().await;
+}
+
 #[tokio::test]
 async fn with_peer_notify_off_the_same_pop_waits_for_the_re_check() {
     let quiet = |c: &mut ackbench_broker::Config| {
