@@ -225,7 +225,9 @@ pub async fn ack_items(
 
 /// Wakes a parked pop of the group when its ack released a lease and the rest of the
 /// partition is poppable again without any push (`Readiness::released`; `acked_end`, the
-/// released span's end, tells that lease from a newer one), and tells the other brokers.
+/// released span's end, tells that lease from a newer one), and tells the other brokers of
+/// every release, poppable or not: they keep a lease they were told of off their lists until
+/// its release (and the broker that granted it, when the ack came here, holds it as its own).
 pub(crate) fn wake_on_release(
     app: &App,
     group: &AckGroup,
@@ -240,14 +242,13 @@ pub(crate) fn wake_on_release(
         .iter()
         .all(|i| matches!(i.status, AckStatus::Completed));
     let (pid, name) = (group.partition_id, &group.consumer_group);
-    if app.ready.released(pid, name, completed, acked_end) {
-        app.ready.publish(Event::Released {
-            pid,
-            group: name.clone(),
-            completed,
-            end: acked_end,
-        });
-    }
+    app.ready.released(pid, name, completed, acked_end);
+    app.ready.publish(Event::Released {
+        pid,
+        group: name.clone(),
+        completed,
+        end: acked_end,
+    });
 }
 
 /// The positional advance (registry fast path): commits through `upto` under the lease of
