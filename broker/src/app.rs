@@ -166,6 +166,7 @@ fn hotlist(config: &Config, peers: Option<&Arc<Outbox>>) -> Hotlist {
             group: group.to_string(),
             completed: false,
             end: None,
+            lease: None,
         });
     }))
 }

@@ -62,11 +62,12 @@ impl Readiness {
         group: &str,
         completed: bool,
         acked_end: Option<i64>,
+        lease: Option<&str>,
     ) -> bool {
         let poppable = self
             .hotlist
             .as_ref()
-            .and_then(|hot| hot.released(pid, group, completed, acked_end));
+            .and_then(|hot| hot.released(pid, group, completed, acked_end, lease));
         self.wake_released(pid, group, poppable)
     }
 
@@ -74,11 +75,18 @@ impl Readiness {
     /// the partition is listed (and a pop woken) only when it surely has something to deliver
     /// (`Hotlist::released_by_peer`), so a release through one broker does not send every
     /// other broker's pops to claim a drained partition.
-    pub fn released_by_peer(&self, pid: Uuid, group: &str, completed: bool, end: Option<i64>) {
+    pub fn released_by_peer(
+        &self,
+        pid: Uuid,
+        group: &str,
+        completed: bool,
+        end: Option<i64>,
+        lease: Option<&str>,
+    ) {
         let poppable = self
             .hotlist
             .as_ref()
-            .and_then(|hot| hot.released_by_peer(pid, group, completed, end));
+            .and_then(|hot| hot.released_by_peer(pid, group, completed, end, lease));
         self.wake_released(pid, group, poppable);
     }
 
@@ -114,23 +122,25 @@ impl Readiness {
         }
     }
 
-    /// A pop here leased `group` the span of `pid` up to `end`: tells the other brokers, so
-    /// that their pops leave the partition alone until the release.
+    /// A pop here leased `group` the span of `pid` up to `end` as `lease`, for `left`: tells
+    /// the other brokers, so that their pops leave the partition alone until the release.
     pub fn publish_leased(
         &self,
         queue: &(Uuid, String),
         group: &str,
         pid: Uuid,
+        lease: &str,
         end: i64,
-        lease: std::time::Duration,
+        left: std::time::Duration,
     ) {
         self.publish(Event::Leased {
             tenant: queue.0,
             queue: queue.1.clone(),
             pid,
             group: group.to_string(),
+            lease: lease.to_string(),
             end,
-            lease_ms: u64::try_from(lease.as_millis()).unwrap_or(u64::MAX),
+            lease_ms: u64::try_from(left.as_millis()).unwrap_or(u64::MAX),
         });
     }
 

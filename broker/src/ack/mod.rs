@@ -242,12 +242,14 @@ pub(crate) fn wake_on_release(
         .iter()
         .all(|i| matches!(i.status, AckStatus::Completed));
     let (pid, name) = (group.partition_id, &group.consumer_group);
-    app.ready.released(pid, name, completed, acked_end);
+    let lease = Some(group.lease_id.as_str()).filter(|l| !l.is_empty());
+    app.ready.released(pid, name, completed, acked_end, lease);
     app.ready.publish(Event::Released {
         pid,
         group: name.clone(),
         completed,
         end: acked_end,
+        lease: lease.map(str::to_string),
     });
 }
 

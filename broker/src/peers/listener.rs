@@ -156,18 +156,21 @@ fn apply(app: &App, event: Event) {
             group,
             completed,
             end,
-        } => ready.released_by_peer(pid, &group, completed, end),
+            lease,
+        } => ready.released_by_peer(pid, &group, completed, end, lease.as_deref()),
         Event::Leased {
             tenant,
             queue,
             pid,
             group,
+            lease,
             end,
             lease_ms,
         } => {
             if let Some(hot) = &ready.hotlist {
                 let key = (tenant, queue);
-                hot.leased_by_peer(&key, &group, pid, end, Duration::from_millis(lease_ms));
+                let hold = Duration::from_millis(lease_ms);
+                hot.leased_by_peer(&key, &group, pid, &lease, end, hold);
             }
         }
         Event::QueueDeleted { tenant, queue } => crate::queues::forget_hints(app, tenant, &queue),

@@ -34,6 +34,9 @@ pub enum Event {
         group: String,
         completed: bool,
         end: Option<i64>,
+        /// The released lease's id, when known (an ack names it; an expiry does not).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        lease: Option<String>,
     },
     /// A pop through the sender leased `group` the span of `pid` up to offset `end`, for
     /// `lease_ms`: the partition is not poppable for the group until the lease ends (a
@@ -43,6 +46,8 @@ pub enum Event {
         queue: String,
         pid: Uuid,
         group: String,
+        /// The lease's id: its release names it, whichever broker the ack went through.
+        lease: String,
         end: i64,
         lease_ms: u64,
     },
@@ -159,6 +164,7 @@ mod tests {
                 group: "g".into(),
                 completed: true,
                 end: None,
+                lease: Some("L".into()),
             },
             Event::QueueDeleted {
                 tenant: Uuid::nil(),
@@ -169,6 +175,7 @@ mod tests {
                 queue: "q".into(),
                 pid: Uuid::now_v7(),
                 group: "__QUEUE_MODE__".into(),
+                lease: "0193a8c4-0000-7000-8000-000000000001".into(),
                 end: 41,
                 lease_ms: 30_000,
             },

@@ -309,6 +309,7 @@ mod tests {
             queue: "q".into(),
             pid,
             group: "g".into(),
+            lease: "L".into(),
             end: 9,
             lease_ms: 30_000,
         }

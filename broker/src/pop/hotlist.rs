@@ -30,7 +30,7 @@
 //! push of eight wait eight trips round the whole list).
 
 use std::cmp::Reverse;
-use std::collections::{BTreeSet, BinaryHeap, HashMap};
+use std::collections::{BTreeSet, BinaryHeap, HashMap, HashSet, VecDeque};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -67,9 +67,12 @@ struct GroupHot {
     sequence: u64,
     /// Partitions this broker leased to the group: (span start, span end, lease expiry).
     leased: HashMap<Uuid, (i64, i64, Instant)>,
-    /// Partitions another broker said it leased to the group: (span end, until when the hint
-    /// holds). Kept apart from `leased`: nothing here is this broker's to expire or release.
-    peer_leased: HashMap<Uuid, (i64, Instant)>,
+    /// Partitions another broker said it leased to the group. Kept apart from `leased`:
+    /// nothing here is this broker's to expire or release.
+    peer_leased: HashMap<Uuid, PeerLease>,
+    /// Other brokers' leases whose release came before their `Leased` (an ack through this
+    /// broker, or another's notification, overtaking the notification of the lease).
+    ended: EndedLeases,
     expiries: BinaryHeap<Reverse<(Instant, Uuid)>>,
     /// Partitions listed by a hand-off, with the acked span's end, until its commit's release
     /// (which then leaves the listing to whoever takes it) or a pop that took it found nothing.
@@ -96,7 +99,7 @@ impl GroupHot {
     /// has not run out (one that has is forgotten here).
     fn peer_holds(&mut self, pid: Uuid, now: Instant) -> bool {
         match self.peer_leased.get(&pid) {
-            Some(&(_, until)) if until > now => true,
+            Some(l) if l.until > now => true,
             Some(_) => {
                 self.peer_leased.remove(&pid);
                 false
@@ -106,23 +109,34 @@ impl GroupHot {
     }
 
     /// Ends the lease another broker said it holds on `pid` (see `Hotlist::released`); `None`
-    /// when no such lease is recorded, else whether the partition is listed now. A release
-    /// naming another span's end is an older lease's, and leaves the newer one alone.
+    /// when no such lease is recorded, else whether the partition is listed now. A release of
+    /// another lease (another `lease` id; without one, another span's end) is an older lease's,
+    /// and leaves the newer one alone. A release whose lease is not recorded is remembered, so
+    /// that its `Leased`, arriving after it, is not taken for a lease still held.
     fn end_peer_lease(
         &mut self,
         pid: Uuid,
         completed: bool,
         acked_end: Option<i64>,
+        lease: Option<&str>,
         known: Option<i64>,
     ) -> Option<bool> {
-        let (end, _) = *self.peer_leased.get(&pid)?;
-        if acked_end.is_some_and(|a| a != end) {
-            return Some(false);
+        let now = Instant::now();
+        let same = match (self.peer_leased.get(&pid), lease) {
+            (None, _) => false,
+            (Some(l), Some(id)) => l.lease == id,
+            (Some(l), None) => acked_end.is_none_or(|a| a == l.end),
+        };
+        if !same {
+            if let Some(id) = lease {
+                self.ended.note(pid, id, now);
+            }
+            return self.peer_leased.contains_key(&pid).then_some(false);
         }
-        self.peer_leased.remove(&pid);
+        let end = self.peer_leased.remove(&pid).expect("matched above").end;
         let more = !completed || known.is_some_and(|last| last > end);
         if more {
-            self.list(pid, Instant::now());
+            self.list(pid, now);
         } else {
             self.pending_since.remove(&pid);
         }
@@ -179,6 +193,42 @@ impl GroupHot {
             }
         }
         expired
+    }
+}
+
+/// A lease another broker said it holds.
+struct PeerLease {
+    lease: String,
+    /// The leased span's last offset.
+    end: i64,
+    /// Until when the hint holds (`PEER_LEASE_HINT_MAX` at most).
+    until: Instant,
+}
+
+/// Leases released before this broker heard of them, for as long as a `Leased` can still
+/// arrive (`PEER_LEASE_HINT_MAX`): bounded by the release rate over that time.
+#[derive(Default)]
+struct EndedLeases {
+    order: VecDeque<(Instant, Uuid, String)>,
+    set: HashSet<(Uuid, String)>,
+}
+
+impl EndedLeases {
+    fn note(&mut self, pid: Uuid, lease: &str, now: Instant) {
+        while let Some((at, ..)) = self.order.front() {
+            if now.duration_since(*at) < PEER_LEASE_HINT_MAX {
+                break;
+            }
+            let (_, p, l) = self.order.pop_front().expect("peeked");
+            self.set.remove(&(p, l));
+        }
+        if !lease.is_empty() && self.set.insert((pid, lease.to_string())) {
+            self.order.push_back((now, pid, lease.to_string()));
+        }
+    }
+
+    fn contains(&self, pid: Uuid, lease: &str) -> bool {
+        self.set.contains(&(pid, lease.to_string()))
     }
 }
 
@@ -392,13 +442,14 @@ impl Hotlist {
         group: &str,
         completed: bool,
         acked_end: Option<i64>,
+        lease: Option<&str>,
     ) -> Option<bool> {
         let mut s = self.state.lock().expect("hotlist lock");
         let (known, g) = known_group(&mut s, pid, group)?;
         let recorded = g.leased.get(&pid).map(|l| l.1);
         if recorded.is_none() {
             // An ack through this broker of a lease another broker granted.
-            if let Some(listed) = g.end_peer_lease(pid, completed, acked_end, known) {
+            if let Some(listed) = g.end_peer_lease(pid, completed, acked_end, lease, known) {
                 return Some(listed);
             }
         }
@@ -438,6 +489,7 @@ impl Hotlist {
         group: &str,
         completed: bool,
         acked_end: Option<i64>,
+        lease: Option<&str>,
     ) -> Option<bool> {
         let recorded = {
             let mut s = self.state.lock().expect("hotlist lock");
@@ -445,11 +497,11 @@ impl Hotlist {
             g.leased.contains_key(&pid)
         };
         if recorded {
-            return self.released(pid, group, completed, acked_end);
+            return self.released(pid, group, completed, acked_end, lease);
         }
         let mut s = self.state.lock().expect("hotlist lock");
         let (known, g) = known_group(&mut s, pid, group)?;
-        if let Some(listed) = g.end_peer_lease(pid, completed, acked_end, known) {
+        if let Some(listed) = g.end_peer_lease(pid, completed, acked_end, lease, known) {
             return Some(listed);
         }
         let more =
@@ -470,6 +522,7 @@ impl Hotlist {
         queue: &QueueKey,
         group: &str,
         pid: Uuid,
+        lease: &str,
         span_end: i64,
         hold: Duration,
     ) {
@@ -482,11 +535,22 @@ impl Hotlist {
         let Some(g) = q.groups.get_mut(group) else {
             return;
         };
+        if g.ended.contains(pid, lease) {
+            return; // released already (the release overtook this notification)
+        }
         if let Some((since, seq)) = g.listed.remove(&pid) {
             g.ring.remove(&(since, seq, pid));
         }
         let until = Instant::now() + hold.min(PEER_LEASE_HINT_MAX);
-        g.peer_leased.insert(pid, (span_end, until));
+        let lease = lease.to_string();
+        g.peer_leased.insert(
+            pid,
+            PeerLease {
+                lease,
+                end: span_end,
+                until,
+            },
+        );
         s.queue_of.entry(pid).or_insert_with(|| queue.clone());
     }
 
@@ -616,7 +680,7 @@ mod tests {
             Take::Candidates(vec![b]),
             "a leased partition is not listed"
         );
-        assert_eq!(h.released(a, "g", true, None), Some(true));
+        assert_eq!(h.released(a, "g", true, None, None), Some(true));
         assert_eq!(h.take(&key(), "g", 5, LONG), Take::Candidates(vec![a]));
     }
 
@@ -627,10 +691,10 @@ mod tests {
         h.seeded(&key(), "g", &[a], None);
         assert_eq!(h.take(&key(), "g", 1, LONG), Take::Candidates(vec![a]));
         h.claimed(&key(), "g", a, (0, 4), 4, Some(Instant::now() + LONG));
-        h.released(a, "g", true, None);
+        h.released(a, "g", true, None, None);
         assert_eq!(h.take(&key(), "g", 1, LONG), Take::Nothing);
         h.claimed(&key(), "g", a, (5, 5), 5, Some(Instant::now() + LONG));
-        h.released(a, "g", false, None);
+        h.released(a, "g", false, None, None);
         assert_eq!(h.take(&key(), "g", 1, LONG), Take::Candidates(vec![a]));
     }
 
@@ -654,7 +718,7 @@ mod tests {
         h.claimed(&key(), "g", a, (0, 0), 7, Some(Instant::now() + LONG));
         h.pushed(&key(), b, 7);
         h.pushed(&key(), c, 7);
-        h.released(a, "g", true, None);
+        h.released(a, "g", true, None, None);
         assert_eq!(
             h.take(&key(), "g", 3, LONG),
             Take::Candidates(vec![a, b, c]),
@@ -676,7 +740,7 @@ mod tests {
         h.pushed(&key(), a, 0);
         assert_eq!(h.take(&key(), "g", 1, LONG), Take::Candidates(vec![a]));
         h.claimed(&key(), "g", a, (0, 0), 0, Some(Instant::now() + LONG));
-        h.released(a, "g", true, None);
+        h.released(a, "g", true, None, None);
         h.pushed(&key(), b, 0);
         h.pushed(&key(), a, 1);
         assert_eq!(
@@ -707,14 +771,14 @@ mod tests {
             "a keeps its place before b"
         );
         assert_eq!(
-            h.released(a, "g", true, Some(0)),
+            h.released(a, "g", true, Some(0), None),
             Some(false),
             "the commit of the handed-off ack does not list a again while its pop claims it"
         );
         h.claimed(&key(), "g", a, (1, 1), 7, Some(Instant::now() + LONG));
         assert_eq!(h.take(&key(), "g", 5, LONG), Take::Candidates(vec![b]));
         assert_eq!(
-            h.released(a, "g", true, Some(1)),
+            h.released(a, "g", true, Some(1), None),
             Some(true),
             "the newer lease's own release lists a"
         );
@@ -732,7 +796,7 @@ mod tests {
         assert_eq!(h.take(&key(), "g", 1, LONG), Take::Candidates(vec![a]));
         // That pop's claim ran before the ack committed and found the lease: nothing claimed.
         h.missed(&key(), "g", &[a]);
-        assert_eq!(h.released(a, "g", true, Some(0)), Some(true));
+        assert_eq!(h.released(a, "g", true, Some(0), None), Some(true));
         assert_eq!(h.take(&key(), "g", 1, LONG), Take::Candidates(vec![a]));
     }
 
@@ -745,7 +809,7 @@ mod tests {
         assert_eq!(h.take(&key(), "g", 1, LONG), Take::Candidates(vec![a]));
         h.claimed(&key(), "g", a, (0, 0), 0, Some(Instant::now() + LONG));
         assert!(!h.releasing(a, "g", 0));
-        assert_eq!(h.released(a, "g", true, Some(0)), Some(false));
+        assert_eq!(h.released(a, "g", true, Some(0), None), Some(false));
         assert_eq!(h.take(&key(), "g", 1, LONG), Take::Nothing);
     }
 
@@ -758,24 +822,27 @@ mod tests {
         h.pushed(&key(), b, 9);
         assert_eq!(h.take(&key(), "g", 2, LONG), Take::Candidates(vec![a, b]));
         assert_eq!(
-            h.released_by_peer(a, "g", true, None),
+            h.released_by_peer(a, "g", true, None, None),
             Some(false),
             "a completed span of unknown end: the broker that leased it lists it"
         );
-        assert_eq!(h.released_by_peer(a, "g", true, Some(9)), Some(false));
-        assert_eq!(h.released_by_peer(a, "g", true, Some(4)), Some(true));
+        assert_eq!(h.released_by_peer(a, "g", true, Some(9), None), Some(false));
+        assert_eq!(h.released_by_peer(a, "g", true, Some(4), None), Some(true));
         assert_eq!(
-            h.released_by_peer(b, "g", false, None),
+            h.released_by_peer(b, "g", false, None, None),
             Some(true),
             "a nack or an expiry redelivers"
         );
         h.claimed(&key(), "g", a, (0, 4), 9, Some(Instant::now() + LONG));
         assert_eq!(
-            h.released_by_peer(a, "g", true, None),
+            h.released_by_peer(a, "g", true, None, None),
             Some(true),
             "a lease recorded here is released as if locally"
         );
-        assert_eq!(h.released_by_peer(Uuid::now_v7(), "g", false, None), None);
+        assert_eq!(
+            h.released_by_peer(Uuid::now_v7(), "g", false, None, None),
+            None
+        );
     }
 
     #[test]
@@ -785,7 +852,7 @@ mod tests {
         h.seeded(&key(), "g", &[], None);
         h.seeded(&key(), "h", &[], None);
         h.pushed(&key(), a, 9);
-        h.leased_by_peer(&key(), "g", a, 9, LONG);
+        h.leased_by_peer(&key(), "g", a, "L", 9, LONG);
         assert_eq!(h.take(&key(), "g", 2, LONG), Take::Nothing, "taken off");
         assert_eq!(
             h.take(&key(), "h", 2, LONG),
@@ -800,13 +867,13 @@ mod tests {
             "a push does not list a partition a peer holds"
         );
         assert_eq!(
-            h.released_by_peer(a, "g", true, Some(4)),
+            h.released_by_peer(a, "g", true, Some(4), None),
             Some(false),
             "an older span's release leaves the newer lease alone"
         );
         assert_eq!(h.take(&key(), "g", 2, LONG), Take::Nothing);
         assert_eq!(
-            h.released_by_peer(a, "g", true, Some(9)),
+            h.released_by_peer(a, "g", true, Some(9), None),
             Some(true),
             "released, with 10-12 written after the span"
         );
@@ -819,16 +886,52 @@ mod tests {
         let a = Uuid::now_v7();
         h.seeded(&key(), "g", &[], None);
         h.pushed(&key(), a, 9);
-        h.leased_by_peer(&key(), "g", a, 9, LONG);
+        h.leased_by_peer(&key(), "g", a, "L", 9, LONG);
         assert_eq!(
-            h.released(a, "g", true, None),
+            h.released(a, "g", true, None, None),
             Some(false),
             "an ack here of the peer's lease, nothing written after it"
         );
         h.pushed(&key(), a, 10);
         assert_eq!(h.take(&key(), "g", 1, LONG), Take::Candidates(vec![a]));
-        h.leased_by_peer(&key(), "g", a, 10, LONG);
-        assert_eq!(h.released(a, "g", false, Some(10)), Some(true), "a nack");
+        h.leased_by_peer(&key(), "g", a, "L", 10, LONG);
+        assert_eq!(
+            h.released(a, "g", false, Some(10), None),
+            Some(true),
+            "a nack"
+        );
+        assert_eq!(h.take(&key(), "g", 1, LONG), Take::Candidates(vec![a]));
+    }
+
+    #[test]
+    fn a_release_that_overtakes_the_notification_of_its_lease_is_not_undone_by_it() {
+        let h = Hotlist::new(LONG);
+        let a = Uuid::now_v7();
+        h.seeded(&key(), "g", &[], None);
+        h.pushed(&key(), a, 9);
+        assert_eq!(h.take(&key(), "g", 1, LONG), Take::Candidates(vec![a]));
+        // Another broker leased 0-9 as L1; its consumer acked L1 through this broker (or a
+        // third) before L1's `Leased` arrived here.
+        assert_eq!(h.released(a, "g", true, None, Some("L1")), Some(true));
+        h.leased_by_peer(&key(), "g", a, "L1", 9, LONG);
+        h.pushed(&key(), a, 12);
+        assert_eq!(
+            h.take(&key(), "g", 1, LONG),
+            Take::Candidates(vec![a]),
+            "L1 is over: 10-12 are poppable"
+        );
+        h.leased_by_peer(&key(), "g", a, "L2", 12, LONG);
+        assert_eq!(
+            h.released_by_peer(a, "g", true, None, Some("L1")),
+            Some(false),
+            "an older lease's release leaves L2 alone"
+        );
+        h.pushed(&key(), a, 13);
+        assert_eq!(h.take(&key(), "g", 1, LONG), Take::Nothing);
+        assert_eq!(
+            h.released_by_peer(a, "g", true, None, Some("L2")),
+            Some(true)
+        );
         assert_eq!(h.take(&key(), "g", 1, LONG), Take::Candidates(vec![a]));
     }
 
@@ -839,8 +942,8 @@ mod tests {
         h.seeded(&key(), "g", &[], None);
         h.pushed(&key(), a, 9);
         h.pushed(&key(), b, 9);
-        h.leased_by_peer(&key(), "g", a, 9, Duration::ZERO);
-        h.leased_by_peer(&key(), "g", b, 9, LONG);
+        h.leased_by_peer(&key(), "g", a, "L", 9, Duration::ZERO);
+        h.leased_by_peer(&key(), "g", b, "L", 9, LONG);
         h.pushed(&key(), a, 10);
         assert_eq!(
             h.take(&key(), "g", 2, LONG),
@@ -854,7 +957,7 @@ mod tests {
             "PostgreSQL found it poppable"
         );
         let unseen = (Uuid::nil(), "other".to_string());
-        h.leased_by_peer(&unseen, "g", a, 9, LONG);
+        h.leased_by_peer(&unseen, "g", a, "L", 9, LONG);
         assert!(
             h.queue_of(a) == Some(key()),
             "a queue never served here is not recorded"

@@ -401,7 +401,7 @@ async fn pop_sql(
     if let Some(hot) = &cx.ready.hotlist {
         for row in span_heads(&rows) {
             let key = (tenant, row.queue_name.clone());
-            note_claimed(cx.ready, hot, &key, p.group_name(), row);
+            note_claimed(cx.ready, hot, &key, (p.group_name(), lease_id), row);
         }
     }
     decode_rows(cx, rows)
@@ -450,7 +450,7 @@ async fn claim_candidates(
         }
         let (mut partitions, mut delivered) = (0usize, 0i64);
         for row in span_heads(&rows) {
-            note_claimed(cx.ready, hot, key, group, row);
+            note_claimed(cx.ready, hot, key, (group, lease_id), row);
             partitions += 1;
             delivered += row.span_end - row.span_start + 1;
         }
@@ -474,14 +474,14 @@ fn note_claimed(
     ready: &Readiness,
     hot: &hotlist::Hotlist,
     key: &QueueKey,
-    group: &str,
+    (group, lease_id): (&str, &str),
     row: &ClaimRow,
 ) {
     let left = row
         .lease_expires_at
         .map(|at| at.duration_since(SystemTime::now()).unwrap_or_default());
     if let Some(left) = left {
-        ready.publish_leased(key, group, row.partition_id, row.span_end, left);
+        ready.publish_leased(key, group, row.partition_id, lease_id, row.span_end, left);
     }
     let lease = left.map(|left| Instant::now() + left);
     hot.claimed(
