@@ -91,19 +91,18 @@ impl LongPoll {
     }
 
     /// An ack released the lease of `group` on `partition`: what follows its cursor may be
-    /// poppable now, so one waiter of that group on the partition's queue is woken. False when
-    /// no pop here delivered from the partition (its queue is not known here).
-    pub fn released(&self, partition: Uuid, group: &str) -> bool {
-        let Some((tenant, queue, name)) = self
+    /// poppable now, so one waiter of that group on the partition's queue is woken. `None`
+    /// when no pop here delivered from the partition (its queue is not known here), else
+    /// whether a waiter was woken.
+    pub fn released(&self, partition: Uuid, group: &str) -> Option<bool> {
+        let (tenant, queue, name) = self
             .queues
             .lock()
             .expect("long-poll lock")
             .get(&partition)
-            .cloned()
-        else {
-            return false;
-        };
+            .cloned()?;
         let map = self.slots.lock().expect("long-poll lock");
+        let mut woke = false;
         for scope in [
             Scope::Partition(tenant, queue.clone(), name),
             Scope::Queue(tenant, queue),
@@ -112,10 +111,11 @@ impl LongPoll {
             if let Some(slot) = map.get(&scope).and_then(|groups| groups.get(group)) {
                 if slot.parked.load(Ordering::SeqCst) > 0 {
                     slot.notify.notify_one();
+                    woke = true;
                 }
             }
         }
-        true
+        Some(woke)
     }
 
     /// `n` partitions of `queue` were listed again for `group` without a push or a release (a

@@ -55,7 +55,8 @@ impl Readiness {
     /// `acked_end`, when known, the released span's end): wakes a parked pop of the group
     /// when the rest of the partition may be poppable. With the hotlist, only when it lists
     /// the partition: not when nothing was written after the span (as far as this broker
-    /// knows), nor when a handed-off pop already claimed it. True when it may be poppable.
+    /// knows), nor when a handed-off pop already claimed it. True when a pop parked here was
+    /// woken for it.
     pub fn released(
         &self,
         pid: Uuid,
@@ -91,20 +92,21 @@ impl Readiness {
     }
 
     /// Wakes a parked pop of `group` unless the hotlist said the release left nothing listed;
-    /// true when it did not.
+    /// true when a pop parked on the partition's queue was woken.
     fn wake_released(&self, pid: Uuid, group: &str, poppable: Option<bool>) -> bool {
         if poppable == Some(false) {
             return false;
         }
-        if !self.long_poll.released(pid, group) {
-            // No pop here delivered from it (a release through another broker): the queue
-            // may still be known from pushes and seeds.
-            let queue = self.hotlist.as_ref().and_then(|hot| hot.queue_of(pid));
-            if let Some((tenant, queue)) = queue {
-                self.long_poll.relisted(tenant, &queue, group, 1);
-            }
+        if let Some(woke) = self.long_poll.released(pid, group) {
+            return woke;
         }
-        true
+        // No pop here delivered from it (a release through another broker): the queue may
+        // still be known from pushes and seeds.
+        let queue = self.hotlist.as_ref().and_then(|hot| hot.queue_of(pid));
+        if let Some((tenant, queue)) = queue {
+            self.long_poll.relisted(tenant, &queue, group, 1);
+        }
+        false
     }
 
     /// Tells the other brokers about `event`, when peer notifications are on.
@@ -114,8 +116,8 @@ impl Readiness {
         }
     }
 
-    /// Tells the other brokers about a push that woke a pop parked here, once that pop's claim
-    /// is known or a short hold has passed (`Outbox::publish_held`).
+    /// Tells the other brokers about a push or a release that woke a pop parked here, once
+    /// that pop's claim is known or a short hold has passed (`Outbox::publish_held`).
     pub fn publish_held(&self, event: Event) {
         if let Some(outbox) = &self.peers {
             outbox.publish_held(event);

@@ -243,14 +243,20 @@ pub(crate) fn wake_on_release(
         .all(|i| matches!(i.status, AckStatus::Completed));
     let (pid, name) = (group.partition_id, &group.consumer_group);
     let lease = Some(group.lease_id.as_str()).filter(|l| !l.is_empty());
-    app.ready.released(pid, name, completed, acked_end, lease);
-    app.ready.publish(Event::Released {
+    let woke_here = app.ready.released(pid, name, completed, acked_end, lease);
+    let event = Event::Released {
         pid,
         group: name.clone(),
         completed,
         end: acked_end,
         lease: lease.map(str::to_string),
-    });
+    };
+    if woke_here {
+        // The pop woken here will likely claim the rest: it travels with its lease.
+        app.ready.publish_held(event);
+    } else {
+        app.ready.publish(event);
+    }
 }
 
 /// The positional advance (registry fast path): commits through `upto` under the lease of

@@ -117,14 +117,14 @@ impl Outbox {
             && self.born.elapsed().as_millis() as u64 + 1 - heard <= PEER_TTL.as_millis() as u64
     }
 
-    /// Queues a `Pushed` that woke a pop parked on this broker: the send waits up to `HOLD`
-    /// for that pop's claim, so that its `Leased` travels with the push and the other brokers
-    /// do not send their own parked pops to find the partition taken (in a round-robin
+    /// Queues a `Pushed` or a `Released` that woke a pop parked on this broker: the send waits
+    /// up to `HOLD` for that pop's claim, so that its `Leased` travels with it and the other
+    /// brokers do not send their own parked pops to find the partition taken (in a round-robin
     /// deployment every push woke a pop on each broker and two of three claims found nothing).
-    /// If the pop took something else, the other brokers hear of the push `HOLD` later.
+    /// If the pop took something else, the other brokers hear of it `HOLD` later.
     pub fn publish_held(&self, event: Event) {
         let pid = match &event {
-            Event::Pushed { pid, .. } => Some(*pid),
+            Event::Pushed { pid, .. } | Event::Released { pid, .. } => Some(*pid),
             _ => None,
         };
         if self.publish(event) {
