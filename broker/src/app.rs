@@ -167,6 +167,7 @@ fn hotlist(config: &Config, peers: Option<&Arc<Outbox>>) -> Hotlist {
             completed: false,
             end: None,
             lease: None,
+            committed: None,
         });
     }))
 }

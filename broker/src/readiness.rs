@@ -15,7 +15,7 @@ use crate::longpoll::LongPoll;
 use crate::peers::message::Event;
 use crate::peers::outbox::Outbox;
 use crate::peers::stats::PeerStats;
-use crate::pop::hotlist::Hotlist;
+use crate::pop::hotlist::{Hotlist, Release};
 
 /// The hotlist (when `QUEEN_HOTLIST` is on), the parked long-polls, and the outbox to the
 /// other brokers (when `QUEEN_PEER_NOTIFY` is on).
@@ -51,24 +51,16 @@ impl Readiness {
         }
     }
 
-    /// `group`'s lease on `pid` was released (`completed`: the whole span committed;
-    /// `acked_end`, when known, the released span's end): wakes a parked pop of the group
-    /// when the rest of the partition may be poppable. With the hotlist, only when it lists
-    /// the partition: not when nothing was written after the span (as far as this broker
-    /// knows), nor when a handed-off pop already claimed it. True when a pop parked here was
-    /// woken for it.
-    pub fn released(
-        &self,
-        pid: Uuid,
-        group: &str,
-        completed: bool,
-        acked_end: Option<i64>,
-        lease: Option<&str>,
-    ) -> bool {
+    /// `group`'s lease on `pid` was released (`r`: what this broker knows of it): wakes a
+    /// parked pop of the group when the rest of the partition may be poppable. With the
+    /// hotlist, only when it lists the partition: not when nothing was written after the span
+    /// (as far as this broker knows), nor when a handed-off pop already claimed it. True when
+    /// a pop parked here was woken for it.
+    pub fn released(&self, pid: Uuid, group: &str, r: Release) -> bool {
         let poppable = self
             .hotlist
             .as_ref()
-            .and_then(|hot| hot.released(pid, group, completed, acked_end, lease));
+            .and_then(|hot| hot.released(pid, group, r));
         self.wake_released(pid, group, poppable)
     }
 
@@ -76,18 +68,11 @@ impl Readiness {
     /// the partition is listed (and a pop woken) only when it surely has something to deliver
     /// (`Hotlist::released_by_peer`), so a release through one broker does not send every
     /// other broker's pops to claim a drained partition.
-    pub fn released_by_peer(
-        &self,
-        pid: Uuid,
-        group: &str,
-        completed: bool,
-        end: Option<i64>,
-        lease: Option<&str>,
-    ) {
+    pub fn released_by_peer(&self, pid: Uuid, group: &str, r: Release) {
         let poppable = self
             .hotlist
             .as_ref()
-            .and_then(|hot| hot.released_by_peer(pid, group, completed, end, lease));
+            .and_then(|hot| hot.released_by_peer(pid, group, r));
         self.wake_released(pid, group, poppable);
     }
 

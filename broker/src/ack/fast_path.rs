@@ -84,7 +84,7 @@ pub async fn try_full_batch(
                 Metrics::add(&app.metrics.counters.messages_acked, acked.max(0) as u64);
             }
             let results = answers(group, true, None, lease_released);
-            super::wake_on_release(app, group, &results, Some(batch.upto));
+            super::wake_on_release(app, group, &results, (Some(batch.upto), None));
             Ok(Some(results))
         }
         Verdict::Rejected(reason) => {

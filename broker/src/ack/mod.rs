@@ -35,6 +35,7 @@ use uuid::Uuid;
 use crate::app::App;
 use crate::metrics::Metrics;
 use crate::peers::message::Event;
+use crate::pop::hotlist::Release;
 use crate::storage::procs;
 use crate::storage::DbError;
 use ackbench_wire::AckResult;
@@ -211,7 +212,8 @@ pub async fn ack_items(
         if let Some(registry) = &app.registry {
             registry.forget(group.partition_id, &group.consumer_group, &group.lease_id);
         }
-        wake_on_release(app, &group, &done.results, None);
+        let committed = done.outcome.as_ref().and_then(|o| o.committed);
+        wake_on_release(app, &group, &done.results, (None, committed));
         for r in done.results {
             let i = r.index;
             slots[i] = Some(r);
@@ -225,14 +227,15 @@ pub async fn ack_items(
 
 /// Wakes a parked pop of the group when its ack released a lease and the rest of the
 /// partition is poppable again without any push (`Readiness::released`; `acked_end`, the
-/// released span's end, tells that lease from a newer one), and tells the other brokers of
+/// released span's end, tells that lease from a newer one; `committed`, the cursor after the
+/// release, what is left), and tells the other brokers of
 /// every release, poppable or not: they keep a lease they were told of off their lists until
 /// its release (and the broker that granted it, when the ack came here, holds it as its own).
 pub(crate) fn wake_on_release(
     app: &App,
     group: &AckGroup,
     results: &[AckResult],
-    acked_end: Option<i64>,
+    (acked_end, committed): (Option<i64>, Option<i64>),
 ) {
     if !results.iter().any(|r| r.lease_released) {
         return;
@@ -243,13 +246,20 @@ pub(crate) fn wake_on_release(
         .all(|i| matches!(i.status, AckStatus::Completed));
     let (pid, name) = (group.partition_id, &group.consumer_group);
     let lease = Some(group.lease_id.as_str()).filter(|l| !l.is_empty());
-    let woke_here = app.ready.released(pid, name, completed, acked_end, lease);
+    let release = Release {
+        completed,
+        end: acked_end,
+        committed,
+        lease,
+    };
+    let woke_here = app.ready.released(pid, name, release);
     let event = Event::Released {
         pid,
         group: name.clone(),
         completed,
         end: acked_end,
         lease: lease.map(str::to_string),
+        committed,
     };
     if woke_here {
         // The pop woken here will likely claim the rest: it travels with its lease.

@@ -16,6 +16,7 @@ use super::message::{parse, Event};
 use super::outbox::CHANNEL;
 use super::stats::PeerStats;
 use crate::app::App;
+use crate::pop::hotlist::Release;
 
 /// The listening connection's `application_name` (as `pg_stat_activity` shows it) when the
 /// database configuration names none (else it keeps the broker's, so that whatever finds the
@@ -157,7 +158,16 @@ fn apply(app: &App, event: Event) {
             completed,
             end,
             lease,
-        } => ready.released_by_peer(pid, &group, completed, end, lease.as_deref()),
+            committed,
+        } => {
+            let r = Release {
+                completed,
+                end,
+                committed,
+                lease: lease.as_deref(),
+            };
+            ready.released_by_peer(pid, &group, r)
+        }
         Event::Leased {
             tenant,
             queue,

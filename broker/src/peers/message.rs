@@ -37,6 +37,9 @@ pub enum Event {
         /// The released lease's id, when known (an ack names it; an expiry does not).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         lease: Option<String>,
+        /// The group's cursor after the release, when known (the hash path answers it).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        committed: Option<i64>,
     },
     /// A pop through the sender leased `group` the span of `pid` up to offset `end`, for
     /// `lease_ms`: the partition is not poppable for the group until the lease ends (a
@@ -165,6 +168,7 @@ mod tests {
                 completed: true,
                 end: None,
                 lease: Some("L".into()),
+                committed: Some(40),
             },
             Event::QueueDeleted {
                 tenant: Uuid::nil(),

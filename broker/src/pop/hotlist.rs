@@ -41,6 +41,29 @@ use uuid::Uuid;
 /// returns at the latest this long after, or with the next seed.
 pub const PEER_LEASE_HINT_MAX: Duration = Duration::from_secs(5);
 
+/// What this broker knows of a lease an ack (or an expiry) ended.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Release<'a> {
+    /// The whole span was committed (a nack or an expiry redelivers it).
+    pub completed: bool,
+    /// The released span's last offset, when known (the registry's fast path knows it).
+    pub end: Option<i64>,
+    /// The group's cursor after the release, when known (the hash path answers it): nothing
+    /// at or below it is poppable.
+    pub committed: Option<i64>,
+    /// The lease's id, when the ack named one.
+    pub lease: Option<&'a str>,
+}
+
+impl Release<'_> {
+    /// Whether something surely follows: the span redelivers, or more was written after what
+    /// was acked (`known`, the last offset written as this broker knows it).
+    fn surely_more(&self, known: Option<i64>) -> bool {
+        let acked = self.end.or(self.committed);
+        !self.completed || matches!((acked, known), (Some(end), Some(last)) if last > end)
+    }
+}
+
 /// A queue of a tenant.
 pub type QueueKey = (Uuid, String);
 
@@ -113,28 +136,21 @@ impl GroupHot {
     /// another lease (another `lease` id; without one, another span's end) is an older lease's,
     /// and leaves the newer one alone. A release whose lease is not recorded is remembered, so
     /// that its `Leased`, arriving after it, is not taken for a lease still held.
-    fn end_peer_lease(
-        &mut self,
-        pid: Uuid,
-        completed: bool,
-        acked_end: Option<i64>,
-        lease: Option<&str>,
-        known: Option<i64>,
-    ) -> Option<bool> {
+    fn end_peer_lease(&mut self, pid: Uuid, r: &Release, known: Option<i64>) -> Option<bool> {
         let now = Instant::now();
-        let same = match (self.peer_leased.get(&pid), lease) {
+        let same = match (self.peer_leased.get(&pid), r.lease) {
             (None, _) => false,
             (Some(l), Some(id)) => l.lease == id,
-            (Some(l), None) => acked_end.is_none_or(|a| a == l.end),
+            (Some(l), None) => r.end.is_none_or(|a| a == l.end),
         };
         if !same {
-            if let Some(id) = lease {
+            if let Some(id) = r.lease {
                 self.ended.note(pid, id, now);
             }
             return self.peer_leased.contains_key(&pid).then_some(false);
         }
         let end = self.peer_leased.remove(&pid).expect("matched above").end;
-        let more = !completed || known.is_some_and(|last| last > end);
+        let more = !r.completed || known.is_some_and(|last| last > end);
         if more {
             self.list(pid, now);
         } else {
@@ -428,28 +444,22 @@ impl Hotlist {
         }
     }
 
-    /// An ack released `group`'s lease on `pid`; `completed` says the whole span was committed
-    /// (then the partition is listed only if more was written after it; a nack lists it
-    /// again since the span redelivers). `acked_end`, when known, is the end of the released
+    /// An ack released `group`'s lease on `pid`; `r.completed` says the whole span was
+    /// committed (then the partition is listed only if more was written after it; a nack lists
+    /// it again since the span redelivers). `r.end`, when known, is the end of the released
     /// span: after a hand-off of that span the partition was listed already (and a pop may be
     /// claiming it right now), and a lease recorded with another end is a newer one; either
     /// way the listing is left alone. `None` when the partition or group is unknown here;
     /// otherwise whether this release left the partition listed for a pop (so a parked pop is
     /// worth waking).
-    pub fn released(
-        &self,
-        pid: Uuid,
-        group: &str,
-        completed: bool,
-        acked_end: Option<i64>,
-        lease: Option<&str>,
-    ) -> Option<bool> {
+    pub fn released(&self, pid: Uuid, group: &str, r: Release) -> Option<bool> {
         let mut s = self.state.lock().expect("hotlist lock");
         let (known, g) = known_group(&mut s, pid, group)?;
         let recorded = g.leased.get(&pid).map(|l| l.1);
+        let acked_end = r.end;
         if recorded.is_none() {
             // An ack through this broker of a lease another broker granted.
-            if let Some(listed) = g.end_peer_lease(pid, completed, acked_end, lease, known) {
+            if let Some(listed) = g.end_peer_lease(pid, &r, known) {
                 return Some(listed);
             }
         }
@@ -464,8 +474,8 @@ impl Hotlist {
             return Some(false);
         }
         g.leased.remove(&pid);
-        let more = match (recorded.or(acked_end), known) {
-            (Some(end), Some(last)) => !completed || last > end,
+        let more = match (recorded.or(acked_end).or(r.committed), known) {
+            (Some(end), Some(last)) => !r.completed || last > end,
             _ => true,
         };
         if more {
@@ -483,29 +493,21 @@ impl Hotlist {
     /// an expiry), or more was written after the released span's end as this broker knows it.
     /// A completed ack of a span whose end is not known lists nothing here: the broker that
     /// leased the span knows, and lists it. `None` when the partition or group is unknown.
-    pub fn released_by_peer(
-        &self,
-        pid: Uuid,
-        group: &str,
-        completed: bool,
-        acked_end: Option<i64>,
-        lease: Option<&str>,
-    ) -> Option<bool> {
+    pub fn released_by_peer(&self, pid: Uuid, group: &str, r: Release) -> Option<bool> {
         let recorded = {
             let mut s = self.state.lock().expect("hotlist lock");
             let (_, g) = known_group(&mut s, pid, group)?;
             g.leased.contains_key(&pid)
         };
         if recorded {
-            return self.released(pid, group, completed, acked_end, lease);
+            return self.released(pid, group, r);
         }
         let mut s = self.state.lock().expect("hotlist lock");
         let (known, g) = known_group(&mut s, pid, group)?;
-        if let Some(listed) = g.end_peer_lease(pid, completed, acked_end, lease, known) {
+        if let Some(listed) = g.end_peer_lease(pid, &r, known) {
             return Some(listed);
         }
-        let more =
-            !completed || matches!((acked_end, known), (Some(end), Some(last)) if last > end);
+        let more = r.surely_more(known);
         if more {
             g.list(pid, Instant::now());
         }
@@ -636,6 +638,15 @@ mod tests {
 
     const LONG: Duration = Duration::from_secs(3600);
 
+    fn rel(completed: bool, end: Option<i64>, lease: Option<&str>) -> Release<'_> {
+        Release {
+            completed,
+            end,
+            committed: None,
+            lease,
+        }
+    }
+
     fn key() -> QueueKey {
         (Uuid::nil(), "q".into())
     }
@@ -680,7 +691,7 @@ mod tests {
             Take::Candidates(vec![b]),
             "a leased partition is not listed"
         );
-        assert_eq!(h.released(a, "g", true, None, None), Some(true));
+        assert_eq!(h.released(a, "g", rel(true, None, None)), Some(true));
         assert_eq!(h.take(&key(), "g", 5, LONG), Take::Candidates(vec![a]));
     }
 
@@ -691,10 +702,10 @@ mod tests {
         h.seeded(&key(), "g", &[a], None);
         assert_eq!(h.take(&key(), "g", 1, LONG), Take::Candidates(vec![a]));
         h.claimed(&key(), "g", a, (0, 4), 4, Some(Instant::now() + LONG));
-        h.released(a, "g", true, None, None);
+        h.released(a, "g", rel(true, None, None));
         assert_eq!(h.take(&key(), "g", 1, LONG), Take::Nothing);
         h.claimed(&key(), "g", a, (5, 5), 5, Some(Instant::now() + LONG));
-        h.released(a, "g", false, None, None);
+        h.released(a, "g", rel(false, None, None));
         assert_eq!(h.take(&key(), "g", 1, LONG), Take::Candidates(vec![a]));
     }
 
@@ -718,7 +729,7 @@ mod tests {
         h.claimed(&key(), "g", a, (0, 0), 7, Some(Instant::now() + LONG));
         h.pushed(&key(), b, 7);
         h.pushed(&key(), c, 7);
-        h.released(a, "g", true, None, None);
+        h.released(a, "g", rel(true, None, None));
         assert_eq!(
             h.take(&key(), "g", 3, LONG),
             Take::Candidates(vec![a, b, c]),
@@ -740,7 +751,7 @@ mod tests {
         h.pushed(&key(), a, 0);
         assert_eq!(h.take(&key(), "g", 1, LONG), Take::Candidates(vec![a]));
         h.claimed(&key(), "g", a, (0, 0), 0, Some(Instant::now() + LONG));
-        h.released(a, "g", true, None, None);
+        h.released(a, "g", rel(true, None, None));
         h.pushed(&key(), b, 0);
         h.pushed(&key(), a, 1);
         assert_eq!(
@@ -771,14 +782,14 @@ mod tests {
             "a keeps its place before b"
         );
         assert_eq!(
-            h.released(a, "g", true, Some(0), None),
+            h.released(a, "g", rel(true, Some(0), None)),
             Some(false),
             "the commit of the handed-off ack does not list a again while its pop claims it"
         );
         h.claimed(&key(), "g", a, (1, 1), 7, Some(Instant::now() + LONG));
         assert_eq!(h.take(&key(), "g", 5, LONG), Take::Candidates(vec![b]));
         assert_eq!(
-            h.released(a, "g", true, Some(1), None),
+            h.released(a, "g", rel(true, Some(1), None)),
             Some(true),
             "the newer lease's own release lists a"
         );
@@ -796,7 +807,7 @@ mod tests {
         assert_eq!(h.take(&key(), "g", 1, LONG), Take::Candidates(vec![a]));
         // That pop's claim ran before the ack committed and found the lease: nothing claimed.
         h.missed(&key(), "g", &[a]);
-        assert_eq!(h.released(a, "g", true, Some(0), None), Some(true));
+        assert_eq!(h.released(a, "g", rel(true, Some(0), None)), Some(true));
         assert_eq!(h.take(&key(), "g", 1, LONG), Take::Candidates(vec![a]));
     }
 
@@ -809,7 +820,7 @@ mod tests {
         assert_eq!(h.take(&key(), "g", 1, LONG), Take::Candidates(vec![a]));
         h.claimed(&key(), "g", a, (0, 0), 0, Some(Instant::now() + LONG));
         assert!(!h.releasing(a, "g", 0));
-        assert_eq!(h.released(a, "g", true, Some(0), None), Some(false));
+        assert_eq!(h.released(a, "g", rel(true, Some(0), None)), Some(false));
         assert_eq!(h.take(&key(), "g", 1, LONG), Take::Nothing);
     }
 
@@ -822,25 +833,31 @@ mod tests {
         h.pushed(&key(), b, 9);
         assert_eq!(h.take(&key(), "g", 2, LONG), Take::Candidates(vec![a, b]));
         assert_eq!(
-            h.released_by_peer(a, "g", true, None, None),
+            h.released_by_peer(a, "g", rel(true, None, None)),
             Some(false),
             "a completed span of unknown end: the broker that leased it lists it"
         );
-        assert_eq!(h.released_by_peer(a, "g", true, Some(9), None), Some(false));
-        assert_eq!(h.released_by_peer(a, "g", true, Some(4), None), Some(true));
         assert_eq!(
-            h.released_by_peer(b, "g", false, None, None),
+            h.released_by_peer(a, "g", rel(true, Some(9), None)),
+            Some(false)
+        );
+        assert_eq!(
+            h.released_by_peer(a, "g", rel(true, Some(4), None)),
+            Some(true)
+        );
+        assert_eq!(
+            h.released_by_peer(b, "g", rel(false, None, None)),
             Some(true),
             "a nack or an expiry redelivers"
         );
         h.claimed(&key(), "g", a, (0, 4), 9, Some(Instant::now() + LONG));
         assert_eq!(
-            h.released_by_peer(a, "g", true, None, None),
+            h.released_by_peer(a, "g", rel(true, None, None)),
             Some(true),
             "a lease recorded here is released as if locally"
         );
         assert_eq!(
-            h.released_by_peer(Uuid::now_v7(), "g", false, None, None),
+            h.released_by_peer(Uuid::now_v7(), "g", rel(false, None, None)),
             None
         );
     }
@@ -867,13 +884,13 @@ mod tests {
             "a push does not list a partition a peer holds"
         );
         assert_eq!(
-            h.released_by_peer(a, "g", true, Some(4), None),
+            h.released_by_peer(a, "g", rel(true, Some(4), None)),
             Some(false),
             "an older span's release leaves the newer lease alone"
         );
         assert_eq!(h.take(&key(), "g", 2, LONG), Take::Nothing);
         assert_eq!(
-            h.released_by_peer(a, "g", true, Some(9), None),
+            h.released_by_peer(a, "g", rel(true, Some(9), None)),
             Some(true),
             "released, with 10-12 written after the span"
         );
@@ -888,7 +905,7 @@ mod tests {
         h.pushed(&key(), a, 9);
         h.leased_by_peer(&key(), "g", a, "L", 9, LONG);
         assert_eq!(
-            h.released(a, "g", true, None, None),
+            h.released(a, "g", rel(true, None, None)),
             Some(false),
             "an ack here of the peer's lease, nothing written after it"
         );
@@ -896,7 +913,7 @@ mod tests {
         assert_eq!(h.take(&key(), "g", 1, LONG), Take::Candidates(vec![a]));
         h.leased_by_peer(&key(), "g", a, "L", 10, LONG);
         assert_eq!(
-            h.released(a, "g", false, Some(10), None),
+            h.released(a, "g", rel(false, Some(10), None)),
             Some(true),
             "a nack"
         );
@@ -912,7 +929,7 @@ mod tests {
         assert_eq!(h.take(&key(), "g", 1, LONG), Take::Candidates(vec![a]));
         // Another broker leased 0-9 as L1; its consumer acked L1 through this broker (or a
         // third) before L1's `Leased` arrived here.
-        assert_eq!(h.released(a, "g", true, None, Some("L1")), Some(true));
+        assert_eq!(h.released(a, "g", rel(true, None, Some("L1"))), Some(true));
         h.leased_by_peer(&key(), "g", a, "L1", 9, LONG);
         h.pushed(&key(), a, 12);
         assert_eq!(
@@ -922,15 +939,43 @@ mod tests {
         );
         h.leased_by_peer(&key(), "g", a, "L2", 12, LONG);
         assert_eq!(
-            h.released_by_peer(a, "g", true, None, Some("L1")),
+            h.released_by_peer(a, "g", rel(true, None, Some("L1"))),
             Some(false),
             "an older lease's release leaves L2 alone"
         );
         h.pushed(&key(), a, 13);
         assert_eq!(h.take(&key(), "g", 1, LONG), Take::Nothing);
         assert_eq!(
-            h.released_by_peer(a, "g", true, None, Some("L2")),
+            h.released_by_peer(a, "g", rel(true, None, Some("L2"))),
             Some(true)
+        );
+        assert_eq!(h.take(&key(), "g", 1, LONG), Take::Candidates(vec![a]));
+    }
+
+    #[test]
+    fn a_release_that_names_the_cursor_lists_only_what_follows_it() {
+        let h = Hotlist::new(LONG);
+        let a = Uuid::now_v7();
+        h.seeded(&key(), "g", &[], None);
+        h.pushed(&key(), a, 9);
+        assert_eq!(h.take(&key(), "g", 1, LONG), Take::Candidates(vec![a]));
+        let through = |c| Release {
+            completed: true,
+            end: None,
+            committed: Some(c),
+            lease: Some("L"),
+        };
+        assert_eq!(
+            h.released(a, "g", through(9)),
+            Some(false),
+            "an ack through the hash path here, of another broker's lease, drained it"
+        );
+        assert_eq!(h.released_by_peer(a, "g", through(9)), Some(false));
+        assert_eq!(h.take(&key(), "g", 1, LONG), Take::Nothing);
+        assert_eq!(
+            h.released_by_peer(a, "g", through(7)),
+            Some(true),
+            "8-9 follow"
         );
         assert_eq!(h.take(&key(), "g", 1, LONG), Take::Candidates(vec![a]));
     }

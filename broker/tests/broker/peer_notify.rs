@@ -286,6 +286,53 @@ async fn a_notification_from_outside_can_neither_poison_nor_grant() {
     assert!(metric(&a.http, "queen_long_poll_woken_total").await > woken);
 }
 
+/// A forged lease can keep a partition off the list only until PostgreSQL is asked again: the
+/// long-poll's re-check reseeds the empty list, and the seed overrides what peers said.
+#[tokio::test]
+async fn a_forged_lease_hides_a_partition_no_longer_than_the_re_check() {
+    let a = TestBroker::start().await;
+    await_metric(&a.http, "queen_peer_listener_connects_total", 1.0).await;
+    a.http.push("hidden", &[("p", "first")]).await;
+    let r = pop_wildcard(&a.http, "hidden", "batch=1").await;
+    assert_eq!(txns(&r), ["first"]);
+    ack_all(&a.http, &r).await;
+    let pid = r.json["messages"][0]["partitionId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let (stranger, tenant) = (uuid_like(9), ackbench_wire::DEFAULT_TENANT);
+    let group = r.json["messages"][0]["consumerGroup"]
+        .as_str()
+        .unwrap_or("__QUEUE_MODE__")
+        .to_string();
+    let applied = metric(&a.http, "queen_peer_events_applied_total").await;
+    let http = a.http.clone();
+    let parked = tokio::spawn(async move {
+        pop_wildcard(&http, "hidden", "batch=1&wait=true&timeout=4000").await
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let forged = format!(
+        "{{\"v\":1,\"from\":\"{stranger}\",\"events\":[{{\"kind\":\"leased\",\"tenant\":\"{tenant}\",\
+         \"queue\":\"hidden\",\"pid\":\"{pid}\",\"group\":\"{group}\",\"lease\":\"{stranger}\",\
+         \"end\":999,\"lease_ms\":3600000}}]}}"
+    );
+    a.sql()
+        .await
+        .execute("SELECT pg_notify($1, $2)", &[&CHANNEL, &forged])
+        .await
+        .unwrap();
+    await_metric(&a.http, "queen_peer_events_applied_total", applied + 1.0).await;
+    a.http.push("hidden", &[("p", "second")]).await;
+    let pushed = Instant::now();
+    let r = parked.await.unwrap();
+    assert_eq!(txns(&r), ["second"], "{}", r.text);
+    assert!(
+        pushed.elapsed() < Duration::from_millis(1500),
+        "found by the 500 ms re-check's seed, not the hint's end: {:?}",
+        pushed.elapsed()
+    );
+}
+
 #[tokio::test]
 async fn a_listener_whose_connection_drops_reconnects_and_keeps_waking() {
     let a = TestBroker::start().await;
