@@ -96,6 +96,10 @@ struct GroupHot {
     /// Other brokers' leases whose release came before their `Leased` (an ack through this
     /// broker, or another's notification, overtaking the notification of the lease).
     ended: EndedLeases,
+    /// Per partition, the highest offset a completed release said the group consumed (its
+    /// span's end, or the cursor the hash path answered): a push notified after the ack that
+    /// consumed it lists nothing. Until a seed finds the partition poppable.
+    consumed: HashMap<Uuid, i64>,
     expiries: BinaryHeap<Reverse<(Instant, Uuid)>>,
     /// Partitions listed by a hand-off, with the acked span's end, until its commit's release
     /// (which then leaves the listing to whoever takes it) or a pop that took it found nothing.
@@ -128,6 +132,14 @@ impl GroupHot {
                 false
             }
             None => false,
+        }
+    }
+
+    /// A completed release says the group consumed `pid` through its end or cursor.
+    fn note_consumed(&mut self, pid: Uuid, r: &Release) {
+        if let (true, Some(through)) = (r.completed, r.end.or(r.committed)) {
+            let c = self.consumed.entry(pid).or_insert(through);
+            *c = (*c).max(through);
         }
     }
 
@@ -171,9 +183,13 @@ impl GroupHot {
         true
     }
 
-    /// A push wrote to `pid`: a partition neither listed nor leased had nothing pending as far
-    /// as this list knows, so its stretch starts now.
-    fn list_pushed(&mut self, pid: Uuid, now: Instant) {
+    /// A push wrote to `pid` up to `end`: a partition neither listed nor leased had nothing
+    /// pending as far as this list knows, so its stretch starts now. A push the group is known
+    /// to have consumed already (its notification came after the ack's) lists nothing.
+    fn list_pushed(&mut self, pid: Uuid, end: i64, now: Instant) {
+        if self.consumed.get(&pid).is_some_and(|&c| c >= end) {
+            return;
+        }
         let taken = self.leased.contains_key(&pid) || self.peer_leased.contains_key(&pid);
         if !taken && !self.listed.contains_key(&pid) {
             self.pending_since.insert(pid, now);
@@ -327,6 +343,7 @@ impl Hotlist {
         for pid in pids {
             // PostgreSQL found it poppable: whatever a peer said of it is older.
             g.peer_leased.remove(pid);
+            g.consumed.remove(pid);
             g.list(*pid, now);
         }
     }
@@ -405,7 +422,7 @@ impl Hotlist {
         *known = (*known).max(end_offset);
         let now = Instant::now();
         for g in q.groups.values_mut() {
-            g.list_pushed(pid, now);
+            g.list_pushed(pid, end_offset, now);
         }
     }
 
@@ -457,6 +474,7 @@ impl Hotlist {
         let (known, g) = known_group(&mut s, pid, group)?;
         let recorded = g.leased.get(&pid).map(|l| l.1);
         let acked_end = r.end;
+        g.note_consumed(pid, &r);
         if recorded.is_none() {
             // An ack through this broker of a lease another broker granted.
             if let Some(listed) = g.end_peer_lease(pid, &r, known) {
@@ -504,6 +522,7 @@ impl Hotlist {
         }
         let mut s = self.state.lock().expect("hotlist lock");
         let (known, g) = known_group(&mut s, pid, group)?;
+        g.note_consumed(pid, &r);
         if let Some(listed) = g.end_peer_lease(pid, &r, known) {
             return Some(listed);
         }
@@ -978,6 +997,53 @@ mod tests {
             "8-9 follow"
         );
         assert_eq!(h.take(&key(), "g", 1, LONG), Take::Candidates(vec![a]));
+    }
+
+    #[test]
+    fn a_push_notified_after_the_ack_that_consumed_it_lists_nothing() {
+        let h = Hotlist::new(LONG);
+        let a = Uuid::now_v7();
+        h.seeded(&key(), "g", &[], None);
+        h.pushed(&key(), a, 4);
+        assert_eq!(h.take(&key(), "g", 1, LONG), Take::Candidates(vec![a]));
+        // Another broker's pop leased 5-9 and its consumer acked it through a third broker,
+        // whose release arrives here before the push and the lease.
+        let acked = Release {
+            completed: true,
+            end: None,
+            committed: Some(9),
+            lease: Some("L"),
+        };
+        assert_eq!(h.released_by_peer(a, "g", acked), Some(false));
+        h.leased_by_peer(&key(), "g", a, "L", 9, LONG);
+        h.pushed(&key(), a, 9);
+        assert_eq!(
+            h.take(&key(), "g", 1, LONG),
+            Take::Nothing,
+            "consumed already"
+        );
+        h.pushed(&key(), a, 10);
+        assert_eq!(
+            h.take(&key(), "g", 1, LONG),
+            Take::Candidates(vec![a]),
+            "10 is new"
+        );
+        let nack = Release {
+            completed: false,
+            ..acked
+        };
+        let nack = Release {
+            committed: Some(20),
+            ..nack
+        };
+        assert_eq!(h.released_by_peer(a, "g", nack), Some(true), "redelivers");
+        assert_eq!(h.take(&key(), "g", 1, LONG), Take::Candidates(vec![a]));
+        h.pushed(&key(), a, 12);
+        assert_eq!(
+            h.take(&key(), "g", 1, LONG),
+            Take::Candidates(vec![a]),
+            "a nack consumed nothing"
+        );
     }
 
     #[test]
