@@ -130,7 +130,10 @@ impl Outbox {
         if self.publish(event) {
             if let Some(pid) = pid {
                 let mut w = self.waiting.lock().expect("outbox lock");
-                w.held.entry(pid).or_insert_with(|| Instant::now() + HOLD);
+                if let std::collections::hash_map::Entry::Vacant(e) = w.held.entry(pid) {
+                    e.insert(Instant::now() + HOLD);
+                    PeerStats::add(&self.stats.holds, 1);
+                }
             }
         }
     }
@@ -145,8 +148,11 @@ impl Outbox {
         }
         let mut w = self.waiting.lock().expect("outbox lock");
         if let Event::Leased { pid, .. } = &event {
-            if w.held.remove(pid).is_some() && w.held.is_empty() {
-                self.unheld.notify_one();
+            if w.held.remove(pid).is_some() {
+                PeerStats::add(&self.stats.holds_met, 1);
+                if w.held.is_empty() {
+                    self.unheld.notify_one();
+                }
             }
         }
         if let Event::Pushed {
@@ -337,6 +343,13 @@ mod tests {
         waiter.await.unwrap();
         assert!(started.elapsed() < HOLD, "{:?}", started.elapsed());
         assert_eq!(o.take(), vec![pushed(pid), leased(pid)]);
+        let counts = |o: &Outbox| {
+            (
+                o.stats.holds.load(Ordering::Relaxed),
+                o.stats.holds_met.load(Ordering::Relaxed),
+            )
+        };
+        assert_eq!(counts(&o), (1, 1));
     }
 
     #[tokio::test]

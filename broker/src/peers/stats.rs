@@ -18,6 +18,8 @@ counters! {
         events_applied: "queen_peer_events_applied_total", "Events from other brokers fed into the hotlist, the pending gate and the parked long-polls.";
         notifications_dropped: "queen_peer_notifications_dropped_total", "Notifications refused (malformed, unknown kind or version); nothing of them is applied.";
         listener_connects: "queen_peer_listener_connects_total", "Times the listening connection was (re)established, each followed by a reseed.";
+        holds: "queen_peer_holds_total", "Pushes and releases that woke a pop here, held for that pop's lease before the other brokers hear of them.";
+        holds_met: "queen_peer_holds_met_total", "Holds ended by the woken pop's lease (the rest ran out, 5 ms, or went with an earlier send).";
     }
 }
 
