@@ -102,9 +102,10 @@ impl App {
         let demand = Arc::new(Demand::default());
         let (fusion, pop_fusion) = fusion::start(&config, &pool, &demand);
         let peer_stats = Arc::new(PeerStats::default());
-        let peers = config
-            .peer_notify
-            .then(|| Arc::new(Outbox::new(peer_stats.clone())));
+        let peers = config.peer_notify.then(|| {
+            let hold = std::time::Duration::from_millis(config.peer_hold_ms);
+            Arc::new(Outbox::new(peer_stats.clone(), hold))
+        });
         let hotlist = config.hotlist.then(|| hotlist(&config, peers.as_ref()));
         App {
             registry,

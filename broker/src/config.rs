@@ -78,6 +78,11 @@ pub struct Config {
     /// `QUEEN_PEER_NOTIFY`: brokers sharing the database tell each other, through PostgreSQL
     /// `LISTEN/NOTIFY`, what made a partition poppable (`peers`).
     pub peer_notify: bool,
+    /// How long a push or release that woke a pop parked here waits for that pop's lease
+    /// before the other brokers hear of it (`peers::outbox`). Not an environment variable: a
+    /// pop's claim takes one flush, and tests lengthen it so that a slow machine cannot
+    /// outlast it.
+    pub peer_hold_ms: u64,
     /// `QUEEN_POP_FUSION`: concurrent pops claim in one transaction.
     pub pop_fusion: bool,
     /// `QUEEN_POP_FUSION_SHARDS`: as `ack_fusion_shards`, for pop lanes of their own (joint
@@ -232,6 +237,7 @@ impl Config {
             hotlist_reseed_ms: vars.number("QUEEN_HOTLIST_RESEED_MS", 30_000, 100, 86_400_000)?,
             pop_pending_gate: vars.flag("QUEEN_POP_PENDING_GATE", true)?,
             peer_notify: vars.flag("QUEEN_PEER_NOTIFY", true)?,
+            peer_hold_ms: 5,
             pop_fusion: vars.flag("QUEEN_POP_FUSION", true)?,
             pop_fusion_shards: vars.number("QUEEN_POP_FUSION_SHARDS", 0, 0, 1024)?,
             pop_fusion_hold_ms: vars.number("QUEEN_POP_FUSION_HOLD_MS", 3, 1, 60_000)?,

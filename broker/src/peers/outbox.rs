@@ -43,10 +43,6 @@ pub const MIN_GAP: Duration = Duration::from_millis(10);
 /// One statement, one commit, for every payload of a batch.
 const NOTIFY_ALL: &str = "SELECT pg_notify($1, payload) FROM unnest($2::text[]) AS payload";
 
-/// How long a push that woke a pop parked here waits for that pop's claim before the other
-/// brokers hear of it (`Outbox::publish_held`): a claim takes one pop flush, about 1-2 ms.
-pub const HOLD: Duration = Duration::from_millis(5);
-
 /// How often a broker says it is here (`Event::Present`), whatever else it sends.
 pub const HEARTBEAT: Duration = Duration::from_secs(1);
 
@@ -69,6 +65,38 @@ struct Waiting {
     held: HashMap<Uuid, Instant>,
 }
 
+impl Waiting {
+    /// Adds `event`, folding a push into its partition's waiting `Pushed` (the highest end,
+    /// the messages added). False when `MAX_WAITING` events already wait (the event is lost).
+    fn add(&mut self, event: Event) -> bool {
+        if let Event::Pushed {
+            pid, end, messages, ..
+        } = &event
+        {
+            if let Some(&i) = self.pushed_at.get(pid) {
+                if let Event::Pushed {
+                    end: e,
+                    messages: m,
+                    ..
+                } = &mut self.events[i]
+                {
+                    *e = (*e).max(*end);
+                    *m = m.saturating_add(*messages);
+                    return true;
+                }
+            }
+        }
+        if self.events.len() >= MAX_WAITING {
+            return false;
+        }
+        if let Event::Pushed { pid, .. } = &event {
+            self.pushed_at.insert(*pid, self.events.len());
+        }
+        self.events.push(event);
+        true
+    }
+}
+
 /// Events waiting for the sender.
 pub struct Outbox {
     /// This broker's instance id, carried by every notification it sends.
@@ -79,6 +107,8 @@ pub struct Outbox {
     /// When another broker was last heard from, in ms since `born` (0: never).
     peer_heard_ms: AtomicU64,
     born: Instant,
+    /// How long a held event waits for its pop's `Leased` (`publish_held`).
+    hold: Duration,
     /// Told when the last held partition's `Leased` arrives.
     unheld: Notify,
     /// Set when a broker not heard from lately speaks: the sender answers with a heartbeat at
@@ -87,8 +117,9 @@ pub struct Outbox {
 }
 
 impl Outbox {
-    pub fn new(stats: Arc<PeerStats>) -> Outbox {
+    pub fn new(stats: Arc<PeerStats>, hold: Duration) -> Outbox {
         Outbox {
+            hold,
             instance: Uuid::now_v7(),
             waiting: Mutex::new(Waiting::default()),
             arrived: Notify::new(),
@@ -118,75 +149,62 @@ impl Outbox {
     }
 
     /// Queues a `Pushed` or a `Released` that woke a pop parked on this broker: the send waits
-    /// up to `HOLD` for that pop's claim, so that its `Leased` travels with it and the other
+    /// up to `hold` for that pop's claim, so that its `Leased` travels with it and the other
     /// brokers do not send their own parked pops to find the partition taken (in a round-robin
     /// deployment every push woke a pop on each broker and two of three claims found nothing).
-    /// If the pop took something else, the other brokers hear of it `HOLD` later.
+    /// If the pop took something else, the other brokers hear of it `hold` later.
     pub fn publish_held(&self, event: Event) {
-        let pid = match &event {
-            Event::Pushed { pid, .. } | Event::Released { pid, .. } => Some(*pid),
-            _ => None,
-        };
-        if self.publish(event) {
-            if let Some(pid) = pid {
-                let mut w = self.waiting.lock().expect("outbox lock");
-                if let std::collections::hash_map::Entry::Vacant(e) = w.held.entry(pid) {
-                    e.insert(Instant::now() + HOLD);
-                    PeerStats::add(&self.stats.holds, 1);
-                }
-            }
-        }
+        self.queue(event, true);
     }
 
     /// Queues `event` for the next batch; a push to a partition already waiting is folded into
     /// its event (the highest end, the messages added). A `Leased` ends its partition's hold.
     /// False when no other broker is listening (nothing is queued).
     pub fn publish(&self, event: Event) -> bool {
+        self.queue(event, false)
+    }
+
+    /// `publish`, starting the event's partition's hold when `hold` is set. One lock section,
+    /// so that a `Leased` published meanwhile cannot slip in between the event and its hold.
+    fn queue(&self, event: Event, hold: bool) -> bool {
         if !self.peers_present() {
             PeerStats::add(&self.stats.events_alone, 1);
             return false;
         }
         let mut w = self.waiting.lock().expect("outbox lock");
+        let was_empty = w.events.is_empty();
+        let held = match &event {
+            Event::Pushed { pid, .. } | Event::Released { pid, .. } if hold => Some(*pid),
+            _ => None,
+        };
         if let Event::Leased { pid, .. } = &event {
-            if w.held.remove(pid).is_some() {
-                PeerStats::add(&self.stats.holds_met, 1);
-                if w.held.is_empty() {
-                    self.unheld.notify_one();
-                }
-            }
+            self.end_hold(&mut w, pid);
         }
-        if let Event::Pushed {
-            pid, end, messages, ..
-        } = &event
-        {
-            if let Some(&i) = w.pushed_at.get(pid) {
-                if let Event::Pushed {
-                    end: e,
-                    messages: m,
-                    ..
-                } = &mut w.events[i]
-                {
-                    *e = (*e).max(*end);
-                    *m = m.saturating_add(*messages);
-                    return true;
-                }
-            }
-        }
-        if w.events.len() >= MAX_WAITING {
+        if !w.add(event) {
             PeerStats::add(&self.stats.events_lost, 1);
             return false;
         }
-        if let Event::Pushed { pid, .. } = &event {
-            let i = w.events.len();
-            w.pushed_at.insert(*pid, i);
+        if let Some(pid) = held {
+            if let std::collections::hash_map::Entry::Vacant(e) = w.held.entry(pid) {
+                e.insert(Instant::now() + self.hold);
+                PeerStats::add(&self.stats.holds, 1);
+            }
         }
-        let first = w.events.is_empty();
-        w.events.push(event);
         drop(w);
-        if first {
+        if was_empty {
             self.arrived.notify_one();
         }
         true
+    }
+
+    /// A `Leased` came for `pid`: its hold, if one runs, is met.
+    fn end_hold(&self, w: &mut Waiting, pid: &Uuid) {
+        if w.held.remove(pid).is_some() {
+            PeerStats::add(&self.stats.holds_met, 1);
+            if w.held.is_empty() {
+                self.unheld.notify_one();
+            }
+        }
     }
 
     /// The latest hold of the waiting events, if one is still running.
@@ -321,15 +339,19 @@ mod tests {
         }
     }
 
-    fn listening() -> Outbox {
-        let o = Outbox::new(Arc::new(PeerStats::default()));
+    /// A hold no test outlasts, and one short enough to wait out.
+    const LONG: Duration = Duration::from_secs(30);
+    const SHORT: Duration = Duration::from_millis(20);
+
+    fn listening(hold: Duration) -> Outbox {
+        let o = Outbox::new(Arc::new(PeerStats::default()), hold);
         o.heard_peer();
         o
     }
 
     #[tokio::test]
     async fn a_held_push_waits_for_its_lease_and_goes_with_it() {
-        let o = Arc::new(listening());
+        let o = Arc::new(listening(LONG));
         let pid = Uuid::now_v7();
         o.publish_held(pushed(pid));
         let started = Instant::now();
@@ -341,7 +363,7 @@ mod tests {
         assert!(!waiter.is_finished(), "held");
         o.publish(leased(pid));
         waiter.await.unwrap();
-        assert!(started.elapsed() < HOLD, "{:?}", started.elapsed());
+        assert!(started.elapsed() < LONG, "{:?}", started.elapsed());
         assert_eq!(o.take(), vec![pushed(pid), leased(pid)]);
         let counts = |o: &Outbox| {
             (
@@ -354,22 +376,22 @@ mod tests {
 
     #[tokio::test]
     async fn a_held_push_whose_pop_claimed_elsewhere_goes_after_the_hold() {
-        let o = listening();
+        let o = listening(SHORT);
         o.publish_held(pushed(Uuid::now_v7()));
         o.publish(pushed(Uuid::now_v7()));
         let started = Instant::now();
         o.wait_for_holds().await;
-        assert!(started.elapsed() >= HOLD - Duration::from_millis(1));
+        assert!(started.elapsed() >= SHORT - Duration::from_millis(1));
         assert_eq!(o.take().len(), 2);
         o.publish(pushed(Uuid::now_v7()));
         let started = Instant::now();
         o.wait_for_holds().await;
-        assert!(started.elapsed() < HOLD, "nothing held: at once");
+        assert!(started.elapsed() < SHORT, "nothing held: at once");
     }
 
     #[test]
     fn alone_nothing_is_queued_or_held() {
-        let o = Outbox::new(Arc::new(PeerStats::default()));
+        let o = Outbox::new(Arc::new(PeerStats::default()), LONG);
         o.publish_held(pushed(Uuid::now_v7()));
         assert!(o.take().is_empty());
         assert!(o.held_until().is_none());
