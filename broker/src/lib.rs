@@ -87,6 +87,9 @@ impl Broker {
             tokio::spawn(accelerator_summaries(app.clone())),
         ];
         if let Some(outbox) = &app.ready.peers {
+            if app.registry.is_some() {
+                read_peer_key(&app, outbox).await;
+            }
             let database = app.config.database.clone();
             tasks.push(tokio::spawn(peers::outbox::send_forever(
                 outbox.clone(),
@@ -188,6 +191,25 @@ fn summarise(app: &App, last: &Totals, now: &Totals) {
         if hits + misses > 0 {
             let rate = hits as f64 / (hits + misses) as f64;
             tracing::info!(target: "ack-registry", hits, misses, hit_rate = format!("{rate:.3}"), entries = n.entries, "registry summary");
+        }
+    }
+}
+
+/// Reads the deployment's peer key (storing a candidate when none is stored yet), with which
+/// the ack registry's deliveries to the other brokers are sealed. Without it (the database
+/// failed) the brokers still notify each other; only the deliveries stay off.
+async fn read_peer_key(app: &App, outbox: &peers::outbox::Outbox) {
+    let stored = match app.db("peer key").await {
+        Ok(db) => storage::procs::peers::peer_secret(&db, &peers::seal::PeerKey::candidate()).await,
+        Err(e) => Err(e),
+    };
+    match stored.map(peers::seal::PeerKey::new) {
+        Ok(Some(key)) => outbox.set_key(key),
+        Ok(None) => {
+            tracing::warn!(target: "peers", "the stored peer key is too short; deliveries to other brokers stay off")
+        }
+        Err(e) => {
+            tracing::warn!(target: "peers", error = %e, "cannot read the peer key; deliveries to other brokers stay off")
         }
     }
 }

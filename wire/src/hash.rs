@@ -18,6 +18,13 @@ pub fn hash_hex(hash: &TxnHash) -> String {
     hex::encode(hash)
 }
 
+/// The hash a `hash_hex` token stands for; `None` unless it is 32 hex digits.
+pub fn parse_hash_hex(token: &str) -> Option<TxnHash> {
+    let mut hash = [0u8; 16];
+    hex::decode_to_slice(token, &mut hash).ok()?;
+    Some(hash)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -29,6 +36,16 @@ mod tests {
         assert_eq!(u128::from_be_bytes(h), v);
         assert_eq!(hash_hex(&h).len(), 32);
         assert_eq!(hash_hex(&h), format!("{v:032x}"));
+        assert_eq!(parse_hash_hex(&hash_hex(&h)), Some(h));
+        for bad in [
+            "",
+            "0",
+            &hash_hex(&h)[1..],
+            &format!("{}0", hash_hex(&h)),
+            "zz",
+        ] {
+            assert_eq!(parse_hash_hex(bad), None, "{bad}");
+        }
     }
 
     #[test]

@@ -11,7 +11,7 @@ pub mod requests;
 pub mod types;
 
 pub use borrowed::*;
-pub use hash::{txn_hash, TxnHash};
+pub use hash::{hash_hex, parse_hash_hex, txn_hash, TxnHash};
 pub use requests::*;
 pub use types::*;
 

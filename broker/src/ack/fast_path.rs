@@ -2,10 +2,14 @@
 //! a fusion flush (fusion on) or a synchronous `log_ack_at_v1` (fusion off).
 //!
 //! Only a group whose every item is `completed` under a non-empty leaseId can hit, and only
-//! when the acked set equals the delivered set (`AckRegistry::take_if_full_batch`). Everything
+//! when the acked set equals the delivered set (`AckRegistry::take_if_full_batch`). With several
+//! brokers, an ack of a small batch another broker's pop leased waits up to
+//! `PEER_DELIVERY_WAIT` for that broker's sealed delivery, which makes it a hit here too. Everything
 //! else, and every refusal PostgreSQL makes of a hit, returns `None`: the caller takes the hash
 //! path, which is the authority. A fusion flush that fails as a whole answers every waiter with
 //! an error (its lease will expire and the batch redeliver).
+
+use std::time::{Duration, Instant};
 
 use crate::fasthash::FastSet;
 
@@ -13,9 +17,15 @@ use ackbench_wire::{txn_hash, AckResult, TxnHash};
 use uuid::Uuid;
 
 use super::fusion::{AckFusion, FusedAck, Verdict};
+use super::registry::AckRegistry;
 use super::{ack_at, AckError, AckGroup, AckStatus};
 use crate::app::App;
 use crate::metrics::Metrics;
+
+/// How long an ack of a lease another broker granted waits for that broker's delivery
+/// (`Event::Delivered`, sent `URGENT_GAP` after the sender's last send) before it takes the
+/// hash path: the delivery and the ack leave the lessor's client at about the same time.
+const PEER_DELIVERY_WAIT: Duration = Duration::from_millis(5);
 
 /// Answers `group` through the registry when it is a full-batch completed ack of a live lease;
 /// `None` sends it down the hash path; a commit that failed as a whole is an error.
@@ -35,6 +45,11 @@ pub async fn try_full_batch(
             .misses
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         return Ok(None);
+    }
+    if peer_may_deliver(app, registry, group) {
+        let until = Instant::now() + PEER_DELIVERY_WAIT;
+        let (pid, name, lease) = (group.partition_id, &group.consumer_group, &group.lease_id);
+        registry.await_lease(pid, name, lease, until).await;
     }
     let acked: FastSet<TxnHash> = group
         .items
@@ -93,6 +108,19 @@ pub async fn try_full_batch(
         }
         Verdict::FlushErr(e) => Err(AckError::Unavailable(format!("ack commit failed: {e}"))),
     }
+}
+
+/// Whether `group` acks a lease this registry does not know but another broker's pop may have
+/// granted: other brokers are listening, the deployment's key is read, and the batch is small
+/// enough for its lessor to have sent its delivery (`ack::REPLICATED_FRAMES_MAX`).
+fn peer_may_deliver(app: &App, registry: &AckRegistry, group: &AckGroup) -> bool {
+    let Some(outbox) = &app.ready.peers else {
+        return false;
+    };
+    group.items.len() <= super::REPLICATED_FRAMES_MAX
+        && outbox.key().is_some()
+        && outbox.peers_present()
+        && !registry.knows_lease(group.partition_id, &group.consumer_group, &group.lease_id)
 }
 
 /// The hand-off (`QUEEN_ACK_HANDOFF`): with the ack already in its lane, a partition with

@@ -312,8 +312,14 @@ pub struct LeasedSpan {
     pub frames: Vec<(ackbench_wire::TxnHash, i64)>,
 }
 
+/// The most frames a lease's delivery to the other brokers carries (`Event::Delivered`): a
+/// larger batch's ack takes the hash path on a broker that did not lease it.
+pub const REPLICATED_FRAMES_MAX: usize = 32;
+
 /// A leasing pop delivered these spans under `lease_id`: each becomes a registry entry (when the
-/// registry is on), so the full-batch ack that follows can take the fast path.
+/// registry is on), so the full-batch ack that follows can take the fast path; a small span is
+/// also sent, sealed, to the other brokers, whose registries take it too (the ack may go to
+/// any of them).
 pub fn on_leased(app: &App, tenant: Uuid, group: &str, lease_id: &str, spans: &[LeasedSpan]) {
     let Some(registry) = &app.registry else {
         return;
@@ -334,5 +340,87 @@ pub fn on_leased(app: &App, tenant: Uuid, group: &str, lease_id: &str, spans: &[
             frames: &span.frames,
             lease,
         });
+        if span.frames.len() <= REPLICATED_FRAMES_MAX {
+            deliver_to_peers(app, tenant, (group, lease_id), span, lease);
+        }
     }
+}
+
+/// Sends `span`'s delivery to the other brokers (when they listen and the key is read).
+fn deliver_to_peers(
+    app: &App,
+    tenant: Uuid,
+    (group, lease_id): (&str, &str),
+    span: &LeasedSpan,
+    lease: std::time::Duration,
+) {
+    let Some(outbox) = &app.ready.peers else {
+        return;
+    };
+    if outbox.key().is_none() || !outbox.peers_present() {
+        return;
+    }
+    outbox.publish_delivered(Event::Delivered {
+        tenant,
+        queue: span.queue.clone(),
+        partition: span.partition.clone(),
+        pid: span.partition_id,
+        group: group.to_string(),
+        lease: lease_id.to_string(),
+        end: span.span_end,
+        lease_ms: u64::try_from(lease.as_millis()).unwrap_or(u64::MAX),
+        frames: span
+            .frames
+            .iter()
+            .map(|(h, offset)| (ackbench_wire::hash_hex(h), *offset))
+            .collect(),
+        seal: String::new(),
+    });
+}
+
+/// Takes another broker's delivery into the registry, when its seal verifies under the
+/// deployment's key and its hashes read; answers whether it was taken.
+pub fn adopt_peer_delivery(app: &App, event: &Event) -> bool {
+    let (Some(registry), Some(outbox)) = (&app.registry, &app.ready.peers) else {
+        return false;
+    };
+    let Event::Delivered {
+        tenant,
+        queue,
+        partition,
+        pid,
+        group,
+        lease,
+        end,
+        lease_ms,
+        frames,
+        seal,
+    } = event
+    else {
+        return false;
+    };
+    let sealed = outbox.key().is_some_and(|key| {
+        event
+            .sealed_body()
+            .is_some_and(|body| key.verifies(&body, seal))
+    });
+    let frames: Option<Vec<(ackbench_wire::TxnHash, i64)>> = frames
+        .iter()
+        .map(|(hex, offset)| Some((ackbench_wire::parse_hash_hex(hex)?, *offset)))
+        .collect();
+    let Some(frames) = frames.filter(|f| sealed && !f.is_empty()) else {
+        return false;
+    };
+    registry.born_from_peer(&registry::Delivered {
+        tenant: *tenant,
+        partition_id: *pid,
+        group,
+        lease_id: lease,
+        queue,
+        partition,
+        batch_end: *end,
+        frames: &frames,
+        lease: std::time::Duration::from_millis(*lease_ms),
+    });
+    true
 }

@@ -87,6 +87,8 @@ pub struct AckRegistry {
     miss_every_lookup: bool,
     state: Mutex<State>,
     pub counters: RegistryCounters,
+    /// Told whenever an entry is born from another broker's delivery (`born_from_peer`).
+    peer_born: tokio::sync::Notify,
 }
 
 counters! {
@@ -98,6 +100,9 @@ counters! {
         misses: "queen_ack_registry_misses_total", "Ack groups that took the SQL path.";
         evictions: "queen_ack_registry_evictions_total", "Entries evicted by the memory bound.";
         expirations: "queen_ack_registry_expirations_total", "Entries swept by TTL.";
+        peer_entries: "queen_ack_registry_peer_entries_total", "Entries born from another broker's sealed delivery (its pop leased the batch).";
+        peer_waits: "queen_ack_registry_peer_waits_total", "Acks of a lease the registry did not know, waiting briefly for another broker's delivery.";
+        peer_waits_met: "queen_ack_registry_peer_waits_met_total", "Those waits that the delivery met in time.";
     }
 }
 
@@ -119,6 +124,7 @@ impl AckRegistry {
                 last_sweep: Instant::now(),
             }),
             counters: RegistryCounters::default(),
+            peer_born: tokio::sync::Notify::new(),
         }
     }
 
@@ -170,6 +176,44 @@ impl AckRegistry {
                     self.counters.evictions.fetch_add(1, Relaxed);
                 }
                 None => break,
+            }
+        }
+    }
+
+    /// `born` for a lease another broker's pop granted (its sealed `Delivered`); wakes the acks
+    /// waiting for it (`await_lease`).
+    pub fn born_from_peer(&self, d: &Delivered<'_>) {
+        self.born(d);
+        self.counters.peer_entries.fetch_add(1, Relaxed);
+        self.peer_born.notify_waiters();
+    }
+
+    /// Whether the entry of (partition, group) is `lease_id`'s.
+    pub fn knows_lease(&self, partition: Uuid, group: &str, lease_id: &str) -> bool {
+        let key = (partition, group.to_string());
+        let s = self.state.lock().expect("registry lock");
+        s.entries.peek(&key).is_some_and(|e| e.lease_id == lease_id)
+    }
+
+    /// Waits until the entry of (partition, group) is `lease_id`'s, at most until `until`
+    /// (another broker leased the batch and its delivery is on its way); counted.
+    pub async fn await_lease(
+        &self,
+        partition: Uuid,
+        group: &str,
+        lease_id: &str,
+        until: Instant,
+    ) -> bool {
+        self.counters.peer_waits.fetch_add(1, Relaxed);
+        loop {
+            let born = self.peer_born.notified();
+            if self.knows_lease(partition, group, lease_id) {
+                self.counters.peer_waits_met.fetch_add(1, Relaxed);
+                return true;
+            }
+            tokio::select! {
+                _ = tokio::time::sleep_until(until.into()) => return false,
+                _ = born => {}
             }
         }
     }

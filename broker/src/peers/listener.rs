@@ -1,7 +1,8 @@
 //! The receiving half of peer notifications: a dedicated connection `LISTEN`s on the channel,
 //! and every notification from another broker is parsed strictly and its events fed into this
 //! broker's readiness as the local events would be. The broker's own notifications come back
-//! on the channel too and are ignored. Malformed ones are dropped and counted, never applied.
+//! on the channel too and are ignored. Malformed ones are dropped and counted, never applied,
+//! and so are deliveries whose seal does not verify (`seal`).
 //!
 //! After every (re)connection whatever was said meanwhile may have been missed, so every
 //! candidate list reseeds and every parked pop looks again.
@@ -160,6 +161,10 @@ fn apply(app: &App, event: Event) {
             lease,
             committed,
         } => {
+            if let (Some(registry), Some(lease)) = (&app.registry, &lease) {
+                // Acked through another broker: the entry this broker's pop left is spent.
+                registry.forget(pid, &group, lease);
+            }
             let r = Release {
                 completed,
                 end,
@@ -181,6 +186,15 @@ fn apply(app: &App, event: Event) {
                 let key = (tenant, queue);
                 let hold = Duration::from_millis(lease_ms);
                 hot.leased_by_peer(&key, &group, pid, &lease, end, hold);
+            }
+        }
+        delivered @ Event::Delivered { .. } => {
+            let stats = &ready.peer_stats;
+            if crate::ack::adopt_peer_delivery(app, &delivered) {
+                PeerStats::add(&stats.deliveries_adopted, 1);
+            } else if app.registry.is_some() {
+                PeerStats::add(&stats.deliveries_refused, 1);
+                tracing::debug!(target: "peers", "a delivery whose seal or hashes do not verify was dropped");
             }
         }
         Event::QueueDeleted { tenant, queue } => crate::queues::forget_hints(app, tenant, &queue),

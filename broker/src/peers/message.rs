@@ -54,6 +54,26 @@ pub enum Event {
         end: i64,
         lease_ms: u64,
     },
+    /// A pop through the sender delivered `frames` of `pid` (queue `queue`, partition
+    /// `partition`) to `group` under `lease`, through offset `end`, for `lease_ms`: the
+    /// receiver's ack registry takes them as if the pop had been its own, so the batch's ack
+    /// commits positionally wherever it lands. Unlike the other events this one is trusted
+    /// beyond a hint (a positional ack commits what the frames say the batch was), so it is
+    /// sealed under the deployment's key (`seal`) and dropped unless the seal verifies.
+    Delivered {
+        tenant: Uuid,
+        queue: String,
+        partition: String,
+        pid: Uuid,
+        group: String,
+        lease: String,
+        end: i64,
+        lease_ms: u64,
+        /// Each delivered frame: its transactionId's xxh3_128 (32 hex digits) and its offset.
+        frames: Vec<(String, i64)>,
+        /// `PeerKey::seal` of the event serialized with an empty seal.
+        seal: String,
+    },
     /// The queue was deleted.
     QueueDeleted { tenant: Uuid, queue: String },
     /// The queue changed in a way not named partition by partition (configured, or written
@@ -72,6 +92,22 @@ pub struct Envelope {
     /// The sending broker's instance id (a broker ignores its own notifications).
     pub from: Uuid,
     pub events: Vec<Event>,
+}
+
+impl Event {
+    /// The bytes a `Delivered` event's seal covers: the event serialized with its seal empty
+    /// (serialization is deterministic, so the receiver computes the same bytes from what it
+    /// parsed). `None` for every other kind.
+    pub fn sealed_body(&self) -> Option<Vec<u8>> {
+        let Event::Delivered { .. } = self else {
+            return None;
+        };
+        let mut unsealed = self.clone();
+        if let Event::Delivered { seal, .. } = &mut unsealed {
+            seal.clear();
+        }
+        Some(serde_json::to_vec(&unsealed).expect("events serialize"))
+    }
 }
 
 /// Why a payload was refused.

@@ -8,13 +8,17 @@
 //! - `message`: the events and their payloads (strict parsing);
 //! - `outbox`: collecting, coalescing and sending them, outside any data transaction;
 //! - `listener`: receiving them on a dedicated connection and applying them;
+//! - `seal`: the deployment's key and the seal `Delivered` events carry;
 //! - `stats`: their counters.
 //!
 //! A notification can only wake: it lists a partition as a candidate or wakes a parked pop,
 //! whose claim PostgreSQL then decides. A lost one only delays: the periodic reseed and the
-//! long-polls' re-checks find the partition anyway.
+//! long-polls' re-checks find the partition anyway. The one exception, `Delivered` (a lease's
+//! delivered hashes, which the receiving broker's ack registry answers that lease's ack from),
+//! is sealed under the deployment's key and dropped unless the seal verifies.
 
 pub mod listener;
 pub mod message;
 pub mod outbox;
+pub mod seal;
 pub mod stats;

@@ -16,7 +16,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
@@ -24,6 +24,7 @@ use tokio_postgres::NoTls;
 use uuid::Uuid;
 
 use super::message::{pack, Event};
+use super::seal::PeerKey;
 use super::stats::PeerStats;
 
 /// The channel every broker of one database listens on (NOTIFY is scoped to the database,
@@ -39,6 +40,11 @@ pub const SENDER_NAME: &str = "ackbench-peer-sender";
 /// traffic each send carries what arrived since the last, so a broker commits at most 100
 /// notifications a second however busy it is.
 pub const MIN_GAP: Duration = Duration::from_millis(10);
+
+/// The least time between two sends when a `Delivered` waits: its ack may already be on its way
+/// to another broker, whose registry should know the batch by then (`fast_path` waits briefly
+/// for it). Bounds such sends to 500 a second per broker.
+pub const URGENT_GAP: Duration = Duration::from_millis(2);
 
 /// One statement, one commit, for every payload of a batch.
 const NOTIFY_ALL: &str = "SELECT pg_notify($1, payload) FROM unnest($2::text[]) AS payload";
@@ -63,6 +69,8 @@ struct Waiting {
     /// Pushed partitions a pop parked here was woken for, until when the send waits for that
     /// pop's `Leased` (see `publish_held`).
     held: HashMap<Uuid, Instant>,
+    /// A `Delivered` waits: the send goes `URGENT_GAP` after the last, holds or not.
+    urgent: bool,
 }
 
 impl Waiting {
@@ -109,6 +117,11 @@ pub struct Outbox {
     born: Instant,
     /// How long a held event waits for its pop's `Leased` (`publish_held`).
     hold: Duration,
+    /// The deployment's key (`queen.peer_secret`), once read: `Delivered` events are sealed
+    /// with it, and without it none is sent or accepted.
+    key: OnceLock<PeerKey>,
+    /// Told when a `Delivered` arrives (the sender stops waiting out the gap and the holds).
+    hurry: Notify,
     /// Told when the last held partition's `Leased` arrives.
     unheld: Notify,
     /// Set when a broker not heard from lately speaks: the sender answers with a heartbeat at
@@ -120,6 +133,8 @@ impl Outbox {
     pub fn new(stats: Arc<PeerStats>, hold: Duration) -> Outbox {
         Outbox {
             hold,
+            key: OnceLock::new(),
+            hurry: Notify::new(),
             instance: Uuid::now_v7(),
             waiting: Mutex::new(Waiting::default()),
             arrived: Notify::new(),
@@ -157,6 +172,33 @@ impl Outbox {
         self.queue(event, true);
     }
 
+    /// Sets the deployment's key (read once at start; later calls change nothing).
+    pub fn set_key(&self, key: PeerKey) {
+        let _ = self.key.set(key);
+    }
+
+    /// The deployment's key, once read.
+    pub fn key(&self) -> Option<&PeerKey> {
+        self.key.get()
+    }
+
+    /// Seals and queues a `Delivered`, sent `URGENT_GAP` after the last send: its batch's ack
+    /// may reach another broker within a millisecond or two. Nothing is sent without the key.
+    pub fn publish_delivered(&self, mut event: Event) {
+        let Some(key) = self.key.get() else {
+            return;
+        };
+        let Some(body) = event.sealed_body() else {
+            return;
+        };
+        if let Event::Delivered { seal, .. } = &mut event {
+            *seal = key.seal(&body);
+        }
+        if self.queue(event, false) {
+            PeerStats::add(&self.stats.deliveries_sent, 1);
+        }
+    }
+
     /// Queues `event` for the next batch; a push to a partition already waiting is folded into
     /// its event (the highest end, the messages added). A `Leased` ends its partition's hold.
     /// False when no other broker is listening (nothing is queued).
@@ -180,6 +222,7 @@ impl Outbox {
         if let Event::Leased { pid, .. } = &event {
             self.end_hold(&mut w, pid);
         }
+        let urgent = matches!(event, Event::Delivered { .. });
         if !w.add(event) {
             PeerStats::add(&self.stats.events_lost, 1);
             return false;
@@ -190,11 +233,32 @@ impl Outbox {
                 PeerStats::add(&self.stats.holds, 1);
             }
         }
+        w.urgent |= urgent;
         drop(w);
         if was_empty {
             self.arrived.notify_one();
         }
+        if urgent {
+            self.hurry.notify_waiters();
+        }
         true
+    }
+
+    /// Waits until the next send may go: `MIN_GAP` after `last_send` and every running hold
+    /// ended, or, as soon as a `Delivered` waits, `URGENT_GAP` after `last_send`.
+    async fn wait_to_send(&self, last_send: Instant) {
+        let hurried = self.hurry.notified();
+        if !self.waiting.lock().expect("outbox lock").urgent {
+            let patient = async {
+                tokio::time::sleep_until((last_send + MIN_GAP).into()).await;
+                self.wait_for_holds().await;
+            };
+            tokio::select! {
+                _ = patient => return,
+                _ = hurried => {}
+            }
+        }
+        tokio::time::sleep_until((last_send + URGENT_GAP).into()).await;
     }
 
     /// A `Leased` came for `pid`: its hold, if one runs, is met.
@@ -240,6 +304,7 @@ impl Outbox {
         let mut w = self.waiting.lock().expect("outbox lock");
         w.pushed_at.clear();
         w.held.clear();
+        w.urgent = false;
         std::mem::take(&mut w.events)
     }
 }
@@ -284,8 +349,7 @@ async fn send_on_one_connection(
         loop {
             let events = tokio::select! {
                 _ = outbox.arrived.notified() => {
-                    tokio::time::sleep_until((last_send + MIN_GAP).into()).await;
-                    outbox.wait_for_holds().await;
+                    outbox.wait_to_send(last_send).await;
                     outbox.take()
                 }
                 _ = heartbeat.tick() => vec![Event::Present],
@@ -387,6 +451,49 @@ mod tests {
         let started = Instant::now();
         o.wait_for_holds().await;
         assert!(started.elapsed() < SHORT, "nothing held: at once");
+    }
+
+    fn delivered(pid: Uuid) -> Event {
+        Event::Delivered {
+            tenant: Uuid::nil(),
+            queue: "q".into(),
+            partition: "p".into(),
+            pid,
+            group: "g".into(),
+            lease: "L".into(),
+            end: 9,
+            lease_ms: 30_000,
+            frames: vec![("00".repeat(16), 9)],
+            seal: String::new(),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_delivery_is_sealed_and_goes_past_the_gap_and_the_holds() {
+        let o = Arc::new(listening(LONG));
+        o.publish_delivered(delivered(Uuid::now_v7()));
+        assert!(o.take().is_empty(), "without the key nothing is sent");
+        let key = PeerKey::candidate();
+        o.set_key(PeerKey::new(key.clone()).unwrap());
+        o.publish_held(pushed(Uuid::now_v7()));
+        let started = Instant::now();
+        let waiter = {
+            let o = o.clone();
+            tokio::spawn(async move { o.wait_to_send(Instant::now()).await })
+        };
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert!(!waiter.is_finished(), "held, and the gap not yet out");
+        o.publish_delivered(delivered(Uuid::now_v7()));
+        waiter.await.unwrap();
+        assert!(started.elapsed() < LONG / 2, "{:?}", started.elapsed());
+        let events = o.take();
+        assert_eq!(events.len(), 2);
+        let body = events[1].sealed_body().unwrap();
+        let Event::Delivered { seal, .. } = &events[1] else {
+            panic!("{events:?}");
+        };
+        assert!(PeerKey::new(key).unwrap().verifies(&body, seal));
+        assert_eq!(o.stats.deliveries_sent.load(Ordering::Relaxed), 1);
     }
 
     #[test]

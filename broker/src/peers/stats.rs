@@ -20,6 +20,9 @@ counters! {
         listener_connects: "queen_peer_listener_connects_total", "Times the listening connection was (re)established, each followed by a reseed.";
         holds: "queen_peer_holds_total", "Pushes and releases that woke a pop here, held for that pop's lease before the other brokers hear of them.";
         holds_met: "queen_peer_holds_met_total", "Holds ended by the woken pop's lease (the rest ran out, 5 ms, or went with an earlier send).";
+        deliveries_sent: "queen_peer_deliveries_sent_total", "Leases' delivered hashes sealed and sent, so that another broker's ack registry answers their ack.";
+        deliveries_adopted: "queen_peer_deliveries_adopted_total", "Delivered hashes from other brokers whose seal verified, taken into the ack registry.";
+        deliveries_refused: "queen_peer_deliveries_refused_total", "Delivered hashes refused: a seal that does not verify under the deployment's key, or unreadable hashes; nothing of them is used.";
     }
 }
 

@@ -58,7 +58,10 @@ macro_rules! definition {
 }
 
 /// Every schema migration, in order.
-pub const SCHEMA_MIGRATIONS: &[Migration] = &[migration!(1, "001_log_engine.sql")];
+pub const SCHEMA_MIGRATIONS: &[Migration] = &[
+    migration!(1, "001_log_engine.sql"),
+    migration!(2, "002_peer_secret.sql"),
+];
 
 /// The drop list: procedures that no longer exist, applied before [`DEFINITIONS`].
 pub const DROPPED: Definition = definition!("dropped.sql");
@@ -75,6 +78,7 @@ pub const DEFINITIONS: &[Definition] = &[
     definition!("dlq.sql"),
     definition!("transaction.sql"),
     definition!("retention.sql"),
+    definition!("peers.sql"),
 ];
 
 /// The numbered layout before the split (commit 4fa2920): version, name and xxh3_64 of the

@@ -11,6 +11,7 @@ use hyper::StatusCode;
 use serde_json::{json, Value};
 
 const CHANNEL: &str = ackbench_broker::peers::outbox::CHANNEL;
+const PARKED: &str = "queen_long_poll_parked_total";
 
 async fn pop_wildcard(http: &Http, queue: &str, query: &str) -> Reply {
     http.get(&format!("/api/v1/pop/queue/{queue}?{query}"))
@@ -127,14 +128,27 @@ async fn a_push_the_pushing_brokers_own_pop_claims_sends_no_other_brokers_pop_to
     let stale = metric(&b_http, "queen_pop_stale_candidates_total").await;
     for round in 0..3 {
         let applied = metric(&b_http, "queen_peer_events_applied_total").await;
+        let parked_b = metric(&b_http, PARKED).await;
         let elsewhere = {
             let http = b_http.clone();
             tokio::spawn(async move {
                 pop_wildcard(&http, "shared", "batch=1&wait=true&timeout=400").await
             })
         };
+        // Both pops parked before the push (a loaded machine can take longer than a fixed
+        // pause to park them): the push wakes the pushing broker's own.
+        await_metric(&b_http, PARKED, parked_b + 1.0).await;
+        let parked_a = metric(&a.http, PARKED).await;
+        let local = {
+            let http = a.http.clone();
+            tokio::spawn(async move {
+                pop_wildcard(&http, "shared", "batch=1&wait=true&timeout=5000").await
+            })
+        };
+        await_metric(&a.http, PARKED, parked_a + 1.0).await;
         let txn = format!("local-{round}");
-        let (r, _) = wake_across(&a.http, &a.http, "shared", &txn).await;
+        a.http.push("shared", &[(&txn, &txn)]).await;
+        let r = local.await.unwrap();
         assert_eq!(txns(&r), [txn.as_str()], "the pushing broker's pop");
         assert_eq!(
             elsewhere.await.unwrap().status,
@@ -434,4 +448,132 @@ async fn a_broker_alone_sends_its_heartbeat_and_no_events() {
     let before = metric(&http, "queen_peer_events_alone_total").await;
     http.push("alone", &[("joined", "joined")]).await;
     assert_eq!(metric(&http, "queen_peer_events_alone_total").await, before);
+}
+
+/// Acks `txns` of a pop answer as completed, in one request; the answers.
+async fn ack_some(http: &Http, reply: &Reply, txns: &[&str]) -> Vec<Value> {
+    let items: Vec<Value> = reply.json["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| txns.contains(&m["transactionId"].as_str().unwrap()))
+        .map(|m| {
+            json!({"transactionId": m["transactionId"], "partitionId": m["partitionId"],
+                   "leaseId": m["leaseId"], "status": "completed",
+                   "consumerGroup": m["consumerGroup"]})
+        })
+        .collect();
+    let r = http
+        .post("/api/v1/ack/batch", json!({ "acknowledgments": items }))
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "ack failed: {}", r.text);
+    r.json.as_array().unwrap().clone()
+}
+
+/// Round robin sends a batch's ack to another broker than the pop's: that broker's registry now
+/// knows the batch from the lessor's sealed delivery, so the ack commits positionally there
+/// (a registry hit, fused) instead of resolving hashes in PostgreSQL.
+#[tokio::test]
+async fn an_ack_through_another_broker_than_the_pops_is_a_registry_hit_there() {
+    let a = TestBroker::start().await;
+    let (b, b_http) = a.twin().await;
+    // Each broker has heard the other (a heartbeat): deliveries are sent only then.
+    await_metric(&a.http, "queen_peer_notifications_received_total", 1.0).await;
+    await_metric(&b_http, "queen_peer_notifications_received_total", 1.0).await;
+    let hits = metric(&b_http, "queen_ack_registry_hits_total").await;
+    for round in 0..3 {
+        let ids: Vec<String> = (0..3).map(|i| format!("r{round}-{i}")).collect();
+        let items: Vec<(&str, &str)> = ids.iter().map(|t| ("p", t.as_str())).collect();
+        a.http.push("spread", &items).await;
+        let r = pop_wildcard(&a.http, "spread", "batch=3").await;
+        assert_eq!(txns(&r).len(), 3, "round {round}: {}", r.text);
+        let all: Vec<&str> = ids.iter().map(String::as_str).collect();
+        for answer in ack_some(&b_http, &r, &all).await {
+            assert_eq!(answer["success"], json!(true), "round {round}: {answer}");
+            assert_eq!(answer["noop"], json!(false), "round {round}: {answer}");
+        }
+    }
+    assert_eq!(
+        metric(&b_http, "queen_ack_registry_hits_total").await,
+        hits + 3.0,
+        "every ack through the other broker hit its registry"
+    );
+    assert!(metric(&a.http, "queen_peer_deliveries_sent_total").await >= 3.0);
+    assert!(metric(&b_http, "queen_peer_deliveries_adopted_total").await >= 3.0);
+    assert_eq!(
+        metric(&b_http, "queen_peer_deliveries_refused_total").await,
+        0.0
+    );
+    assert_eq!(
+        pop_wildcard(&b_http, "spread", "batch=10").await.status,
+        StatusCode::NO_CONTENT,
+        "every message is committed"
+    );
+    b.shutdown().await;
+}
+
+/// A delivery is trusted beyond a hint (a registry hit commits the batch the delivery names), so
+/// one from outside the deployment must not be taken: here a forged one would make the ack of
+/// one message of three commit all three. Its seal does not verify, it is dropped and counted,
+/// and the ack commits only what it names.
+#[tokio::test]
+async fn a_forged_delivery_is_refused_and_commits_nothing_it_names() {
+    let a = TestBroker::start().await;
+    await_metric(&a.http, "queen_peer_listener_connects_total", 1.0).await;
+    a.http
+        .push("sealed", &[("p", "s-1"), ("p", "s-2"), ("p", "s-3")])
+        .await;
+    let r = pop_wildcard(&a.http, "sealed", "batch=3").await;
+    assert_eq!(txns(&r), ["s-1", "s-2", "s-3"]);
+    let m = &r.json["messages"][2];
+    let (pid, lease, group) = (
+        m["partitionId"].as_str().unwrap(),
+        m["leaseId"].as_str().unwrap(),
+        m["consumerGroup"].as_str().unwrap_or("__QUEUE_MODE__"),
+    );
+    let sql = a.sql().await;
+    let end: i64 = sql
+        .query_one(
+            "SELECT last_offset FROM queen.log_partitions WHERE id = $1::text::uuid",
+            &[&pid],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    let first = ackbench_wire::hash_hex(&ackbench_wire::txn_hash("s-1"));
+    let tenant = ackbench_wire::DEFAULT_TENANT;
+    let forged = format!(
+        "{{\"v\":1,\"from\":\"{}\",\"events\":[{{\"kind\":\"delivered\",\"tenant\":\"{tenant}\",\
+         \"queue\":\"sealed\",\"partition\":\"p\",\"pid\":\"{pid}\",\"group\":\"{group}\",\
+         \"lease\":\"{lease}\",\"end\":{end},\"lease_ms\":30000,\"frames\":[[\"{first}\",{end}]],\
+         \"seal\":\"{}\"}}]}}",
+        uuid_like(9),
+        "0".repeat(32)
+    );
+    sql.execute("SELECT pg_notify($1, $2)", &[&CHANNEL, &forged])
+        .await
+        .unwrap();
+    let refused = await_metric(&a.http, "queen_peer_deliveries_refused_total", 1.0).await;
+    assert_eq!(refused, 1.0, "the forged delivery is counted");
+    let hits = metric(&a.http, "queen_ack_registry_hits_total").await;
+    for answer in ack_some(&a.http, &r, &["s-1"]).await {
+        assert_eq!(answer["success"], json!(true), "{answer}");
+    }
+    assert_eq!(
+        metric(&a.http, "queen_ack_registry_hits_total").await,
+        hits,
+        "a part of the batch is no registry hit"
+    );
+    for answer in ack_some(&a.http, &r, &["s-2", "s-3"]).await {
+        assert_eq!(answer["success"], json!(true), "{answer}");
+        assert_eq!(
+            answer["noop"],
+            json!(false),
+            "not committed before: {answer}"
+        );
+    }
+    assert_eq!(
+        metric(&a.http, "queen_peer_deliveries_adopted_total").await,
+        0.0
+    );
 }

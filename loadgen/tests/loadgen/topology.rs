@@ -208,7 +208,7 @@ fn cell<'a>(r: &'a Results, name: &str) -> &'a CellResults {
 }
 
 #[test]
-fn three_brokers_round_robin_serve_every_request_and_miss_the_registry_sticky_hits() {
+fn three_brokers_round_robin_or_sticky_serve_every_request_and_hit_the_registry() {
     let _one = one_real_run_at_a_time();
     let dir = temp_dir("topology", "rr-sticky");
     let out = dir.join("out");
@@ -241,14 +241,15 @@ fn three_brokers_round_robin_serve_every_request_and_miss_the_registry_sticky_hi
             );
         }
     }
+    // Round robin sends two acks in three to a broker whose pop did not lease the batch: it
+    // hits the registry only through the lessor's sealed delivery (without it, about 1/3).
     let rate = |c: &CellResults| c.rounds[0].figures.registry_hit_rate;
     assert!(
-        rate(rr) < 0.6 && rate(sticky) > 0.9,
+        rate(rr) > 0.7 && rate(sticky) > 0.9,
         "round robin {} against sticky {}",
         rate(rr),
         rate(sticky)
     );
-    assert!(rr.rounds[0].brokers.iter().all(|b| b.acks_hash > 0.0));
     for b in &rr.rounds[0].brokers {
         // Peer notifications (on by default): every broker tells the others and hears them.
         assert!(
@@ -281,7 +282,12 @@ fn three_brokers_round_robin_serve_every_request_and_miss_the_registry_sticky_hi
         .iter()
         .find(|f| f.key == "registry_hit_rate")
         .unwrap();
-    assert!(hit.ratio.is_some_and(|r| r.median > 1.5), "{hit:?}");
+    // Sticky is compared with round robin; with the deliveries they hit alike (without them
+    // sticky hit about three times as often).
+    assert!(
+        hit.ratio.is_some_and(|r| r.median > 0.8 && r.median < 1.5),
+        "{hit:?}"
+    );
     assert_eq!(sticky_row.brokers.len(), 3);
     assert!(
         table.rows[0].peers_text.starts_with("sent "),

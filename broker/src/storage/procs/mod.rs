@@ -1,6 +1,6 @@
 //! The typed bindings of the procedures in `sql/procedures/`: one Rust function per SQL function
 //! the broker calls, one file per procedure family (`ack`, `pop`, `push`, `dlq`, `lease`,
-//! `transaction`, `queues`, `retention`), typed arguments and one struct per result row. Every
+//! `transaction`, `queues`, `retention`, `peers`), typed arguments and one struct per result row. Every
 //! `queen.*` call of the broker is written here and nowhere else; domains and routes call these
 //! functions and never compose SQL text.
 //!
@@ -14,6 +14,7 @@
 pub mod ack;
 pub mod dlq;
 pub mod lease;
+pub mod peers;
 pub mod pop;
 pub mod push;
 pub mod queues;
