@@ -190,7 +190,9 @@ fn summarise(app: &App, last: &Totals, now: &Totals) {
         );
         if hits + misses > 0 {
             let rate = hits as f64 / (hits + misses) as f64;
-            tracing::info!(target: "ack-registry", hits, misses, hit_rate = format!("{rate:.3}"), entries = n.entries, "registry summary");
+            let peer_waits = n.counts.peer_waits - l.counts.peer_waits;
+            let peer_waits_met = n.counts.peer_waits_met - l.counts.peer_waits_met;
+            tracing::info!(target: "ack-registry", hits, misses, hit_rate = format!("{rate:.3}"), entries = n.entries, peer_waits, peer_waits_met, "registry summary");
         }
     }
 }

@@ -23,7 +23,7 @@ use crate::app::App;
 use crate::metrics::Metrics;
 
 /// How long an ack of a lease another broker granted waits for that broker's delivery
-/// (`Event::Delivered`, sent `URGENT_GAP` after the sender's last send) before it takes the
+/// (`Event::Delivered`, sent as soon as the sender's previous send is done) before it takes the
 /// hash path: the delivery and the ack leave the lessor's client at about the same time.
 const PEER_DELIVERY_WAIT: Duration = Duration::from_millis(5);
 

@@ -41,10 +41,12 @@ pub const SENDER_NAME: &str = "ackbench-peer-sender";
 /// notifications a second however busy it is.
 pub const MIN_GAP: Duration = Duration::from_millis(10);
 
-/// The least time between two sends when a `Delivered` waits: its ack may already be on its way
-/// to another broker, whose registry should know the batch by then (`fast_path` waits briefly
-/// for it). Bounds such sends to 500 a second per broker.
-pub const URGENT_GAP: Duration = Duration::from_millis(2);
+/// The least time between two sends when a `Delivered` waits: none. Its ack may already be on
+/// its way to another broker, which waits for it (`fast_path`), so it goes as soon as the
+/// previous send is done. Sends never overlap (one task, one connection), so what arrives
+/// during a send goes in the next: under load deliveries batch themselves, as commits do in
+/// PostgreSQL's group commit. (A 2 ms gap made round robin's ack p99 5.5-6.2 ms against 4.1.)
+pub const URGENT_GAP: Duration = Duration::ZERO;
 
 /// One statement, one commit, for every payload of a batch.
 const NOTIFY_ALL: &str = "SELECT pg_notify($1, payload) FROM unnest($2::text[]) AS payload";
