@@ -15,11 +15,10 @@ use crate::crypto::Sealer;
 use crate::demand::Demand;
 use crate::fusion;
 use crate::metrics::Metrics;
-use crate::peers::message::Event;
 use crate::peers::outbox::Outbox;
 use crate::peers::stats::PeerStats;
 use crate::pop::fusion::PopFusion;
-use crate::pop::hotlist::Hotlist;
+use crate::pop::hotlist::{Hotlist, Release};
 use crate::pop::stats::PopStats;
 use crate::pop::{PartitionIds, PopContext};
 use crate::push::fusion::{PushFusion, Settings as PushFusionSettings, Sink};
@@ -162,13 +161,7 @@ fn hotlist(config: &Config, peers: Option<&Arc<Outbox>>) -> Hotlist {
         return hot;
     };
     hot.reporting_expiries(Box::new(move |pid, group| {
-        outbox.publish(Event::Released {
-            pid,
-            group: group.to_string(),
-            completed: false,
-            end: None,
-            lease: None,
-            committed: None,
-        });
+        // An expiry redelivers the span; nothing else of it is known.
+        outbox.publish(Release::default().event(pid, group));
     }))
 }

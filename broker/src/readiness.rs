@@ -101,11 +101,16 @@ impl Readiness {
         }
     }
 
-    /// Tells the other brokers about a push or a release that woke a pop parked here, once
-    /// that pop's claim is known or a short hold has passed (`Outbox::publish_held`).
-    pub fn publish_held(&self, event: Event) {
+    /// Tells the other brokers about a push or a release; when it `woke_here` a pop parked on
+    /// this broker, which will likely claim the partition, once that pop's claim is known or a
+    /// short hold has passed (`Outbox::publish_held`), so that they hear of it with its lease.
+    pub fn publish_after_wake(&self, event: Event, woke_here: bool) {
         if let Some(outbox) = &self.peers {
-            outbox.publish_held(event);
+            if woke_here {
+                outbox.publish_held(event);
+            } else {
+                outbox.publish(event);
+            }
         }
     }
 

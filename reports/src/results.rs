@@ -209,6 +209,13 @@ pub struct BrokerFigures {
     pub peer_events_applied: f64,
     #[serde(default = "not_reported", deserialize_with = "crate::stats::nullable")]
     pub peer_notifications_dropped: f64,
+    /// Other brokers' leases whose delivered hashes it took into its ack registry (so their
+    /// acks hit here), and deliveries it refused because their seal did not verify
+    /// (`queen_peer_deliveries_{adopted,refused}_total`). NaN when not reported.
+    #[serde(default = "not_reported", deserialize_with = "crate::stats::nullable")]
+    pub peer_deliveries_adopted: f64,
+    #[serde(default = "not_reported", deserialize_with = "crate::stats::nullable")]
+    pub peer_deliveries_refused: f64,
 }
 
 /// A figure a results document written before it existed does not carry.

@@ -253,20 +253,8 @@ pub(crate) fn wake_on_release(
         lease,
     };
     let woke_here = app.ready.released(pid, name, release);
-    let event = Event::Released {
-        pid,
-        group: name.clone(),
-        completed,
-        end: acked_end,
-        lease: lease.map(str::to_string),
-        committed,
-    };
-    if woke_here {
-        // The pop woken here will likely claim the rest: it travels with its lease.
-        app.ready.publish_held(event);
-    } else {
-        app.ready.publish(event);
-    }
+    app.ready
+        .publish_after_wake(release.event(pid, name), woke_here);
 }
 
 /// The positional advance (registry fast path): commits through `upto` under the lease of

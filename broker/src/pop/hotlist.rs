@@ -36,6 +36,8 @@ use std::time::{Duration, Instant};
 
 use uuid::Uuid;
 
+use crate::peers::message::Event;
+
 /// The longest a peer's lease keeps a partition off this broker's lists: acks come within
 /// milliseconds, and if its release is lost (or the notification forged) the partition
 /// returns at the latest this long after, or with the next seed.
@@ -56,6 +58,18 @@ pub struct Release<'a> {
 }
 
 impl Release<'_> {
+    /// The peer notification of this release of `group`'s lease on `pid`.
+    pub fn event(&self, pid: Uuid, group: &str) -> Event {
+        Event::Released {
+            pid,
+            group: group.to_string(),
+            completed: self.completed,
+            end: self.end,
+            lease: self.lease.map(str::to_string),
+            committed: self.committed,
+        }
+    }
+
     /// Whether something surely follows: the span redelivers, or more was written after what
     /// was acked (`known`, the last offset written as this broker knows it).
     fn surely_more(&self, known: Option<i64>) -> bool {

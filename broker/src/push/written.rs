@@ -67,10 +67,5 @@ pub fn on_pushed(ready: &Readiness, segments: &SegmentCache, segment: &WrittenSe
         end: segment.end_offset,
         messages: u32::try_from(segment.frames.len()).unwrap_or(u32::MAX),
     };
-    if woken > 0 {
-        // A pop here will likely claim it: the other brokers hear of it with that lease.
-        ready.publish_held(event);
-    } else {
-        ready.publish(event);
-    }
+    ready.publish_after_wake(event, woken > 0);
 }

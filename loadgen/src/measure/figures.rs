@@ -126,6 +126,8 @@ pub fn per_broker(b: &BrokerWindow<'_>) -> BrokerFigures {
         peer_notifications_received: reported(d, "queen_peer_notifications_received_total"),
         peer_events_applied: reported(d, "queen_peer_events_applied_total"),
         peer_notifications_dropped: reported(d, "queen_peer_notifications_dropped_total"),
+        peer_deliveries_adopted: reported(d, "queen_peer_deliveries_adopted_total"),
+        peer_deliveries_refused: reported(d, "queen_peer_deliveries_refused_total"),
     }
 }
 
@@ -281,6 +283,8 @@ mod tests {
 queen_peer_notifications_received_total 75
              queen_peer_events_applied_total 160
 queen_peer_notifications_dropped_total 0
+queen_peer_deliveries_adopted_total 33
+queen_peer_deliveries_refused_total 1
 ",
         )
         .series;
@@ -296,6 +300,8 @@ queen_peer_notifications_dropped_total 0
             f.peer_notifications_dropped,
         );
         assert_eq!(peers, (40.0, 75.0, 160.0, 0.0));
+        let deliveries = (f.peer_deliveries_adopted, f.peer_deliveries_refused);
+        assert_eq!(deliveries, (33.0, 1.0));
     }
 
     #[test]
