@@ -54,20 +54,7 @@ async fn wake_across(
 
 /// Acks every message of a pop answer as completed, in one request.
 async fn ack_all(http: &Http, reply: &Reply) {
-    let items: Vec<Value> = reply.json["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| {
-            json!({"transactionId": m["transactionId"], "partitionId": m["partitionId"],
-                   "leaseId": m["leaseId"], "status": "completed",
-                   "consumerGroup": m["consumerGroup"]})
-        })
-        .collect();
-    let r = http
-        .post("/api/v1/ack/batch", json!({ "acknowledgments": items }))
-        .await;
-    assert_eq!(r.status, StatusCode::OK, "ack failed: {}", r.text);
+    http.ack_completed(reply, None).await;
 }
 
 #[tokio::test]
@@ -452,22 +439,7 @@ async fn a_broker_alone_sends_its_heartbeat_and_no_events() {
 
 /// Acks `txns` of a pop answer as completed, in one request; the answers.
 async fn ack_some(http: &Http, reply: &Reply, txns: &[&str]) -> Vec<Value> {
-    let items: Vec<Value> = reply.json["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|m| txns.contains(&m["transactionId"].as_str().unwrap()))
-        .map(|m| {
-            json!({"transactionId": m["transactionId"], "partitionId": m["partitionId"],
-                   "leaseId": m["leaseId"], "status": "completed",
-                   "consumerGroup": m["consumerGroup"]})
-        })
-        .collect();
-    let r = http
-        .post("/api/v1/ack/batch", json!({ "acknowledgments": items }))
-        .await;
-    assert_eq!(r.status, StatusCode::OK, "ack failed: {}", r.text);
-    r.json.as_array().unwrap().clone()
+    http.ack_completed(reply, Some(txns)).await
 }
 
 /// Round robin sends a batch's ack to another broker than the pop's: that broker's registry now

@@ -8,7 +8,6 @@ use std::time::{Duration, Instant};
 
 use crate::common::{metric, txns, Http, TestBroker};
 use hyper::StatusCode;
-use serde_json::{json, Value};
 
 async fn pop_wildcard(http: &Http, queue: &str, query: &str) -> crate::common::Reply {
     http.get(&format!("/api/v1/pop/queue/{queue}?{query}"))
@@ -17,20 +16,7 @@ async fn pop_wildcard(http: &Http, queue: &str, query: &str) -> crate::common::R
 
 /// Acks every message of a pop answer as completed, in one request.
 async fn ack_all(http: &Http, reply: &crate::common::Reply) {
-    let items: Vec<Value> = reply.json["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| {
-            json!({"transactionId": m["transactionId"], "partitionId": m["partitionId"],
-                   "leaseId": m["leaseId"], "status": "completed",
-                   "consumerGroup": m["consumerGroup"]})
-        })
-        .collect();
-    let r = http
-        .post("/api/v1/ack/batch", json!({ "acknowledgments": items }))
-        .await;
-    assert_eq!(r.status, StatusCode::OK, "ack failed: {}", r.text);
+    http.ack_completed(reply, None).await;
 }
 
 #[tokio::test]

@@ -243,6 +243,32 @@ impl Http {
         ))
         .await
     }
+
+    /// Acks as completed, in one request asserted 200, the messages of a pop answer whose
+    /// transactionIds `only` names (every message when `None`); the per-item answers.
+    pub async fn ack_completed(&self, reply: &Reply, only: Option<&[&str]>) -> Vec<Value> {
+        let named =
+            |m: &&Value| only.is_none_or(|o| o.contains(&m["transactionId"].as_str().unwrap()));
+        let items: Vec<Value> = reply.json["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(named)
+            .map(|m| {
+                serde_json::json!({"transactionId": m["transactionId"], "partitionId": m["partitionId"],
+                       "leaseId": m["leaseId"], "status": "completed",
+                       "consumerGroup": m["consumerGroup"]})
+            })
+            .collect();
+        let r = self
+            .post(
+                "/api/v1/ack/batch",
+                serde_json::json!({ "acknowledgments": items }),
+            )
+            .await;
+        assert_eq!(r.status, StatusCode::OK, "ack failed: {}", r.text);
+        r.json.as_array().unwrap().clone()
+    }
 }
 
 /// One series of `/metrics` (0 when absent).
