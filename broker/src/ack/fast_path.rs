@@ -118,8 +118,7 @@ fn peer_may_deliver(app: &App, registry: &AckRegistry, group: &AckGroup) -> bool
         return false;
     };
     group.items.len() <= super::REPLICATED_FRAMES_MAX
-        && outbox.key().is_some()
-        && outbox.peers_present()
+        && outbox.delivering()
         && !registry.knows_lease(group.partition_id, &group.consumer_group, &group.lease_id)
 }
 

@@ -345,7 +345,7 @@ fn deliver_to_peers(
     let Some(outbox) = &app.ready.peers else {
         return;
     };
-    if outbox.key().is_none() || !outbox.peers_present() {
+    if !outbox.delivering() {
         return;
     }
     outbox.publish_delivered(Event::Delivered {

@@ -41,13 +41,6 @@ pub const SENDER_NAME: &str = "ackbench-peer-sender";
 /// notifications a second however busy it is.
 pub const MIN_GAP: Duration = Duration::from_millis(10);
 
-/// The least time between two sends when a `Delivered` waits: none. Its ack may already be on
-/// its way to another broker, which waits for it (`fast_path`), so it goes as soon as the
-/// previous send is done. Sends never overlap (one task, one connection), so what arrives
-/// during a send goes in the next: under load deliveries batch themselves, as commits do in
-/// PostgreSQL's group commit. (A 2 ms gap made round robin's ack p99 5.5-6.2 ms against 4.1.)
-pub const URGENT_GAP: Duration = Duration::ZERO;
-
 /// One statement, one commit, for every payload of a batch.
 const NOTIFY_ALL: &str = "SELECT pg_notify($1, payload) FROM unnest($2::text[]) AS payload";
 
@@ -71,7 +64,8 @@ struct Waiting {
     /// Pushed partitions a pop parked here was woken for, until when the send waits for that
     /// pop's `Leased` (see `publish_held`).
     held: HashMap<Uuid, Instant>,
-    /// A `Delivered` waits: the send goes `URGENT_GAP` after the last, holds or not.
+    /// A `Delivered` waits: the send goes as soon as the previous one is done, holds or not
+    /// (`wait_to_send`).
     urgent: bool,
 }
 
@@ -184,7 +178,7 @@ impl Outbox {
         self.key.get()
     }
 
-    /// Seals and queues a `Delivered`, sent `URGENT_GAP` after the last send: its batch's ack
+    /// Seals and queues a `Delivered`, sent as soon as the previous send is done: its batch's ack
     /// may reach another broker within a millisecond or two. Nothing is sent without the key.
     pub fn publish_delivered(&self, mut event: Event) {
         let Some(key) = self.key.get() else {
@@ -247,20 +241,31 @@ impl Outbox {
     }
 
     /// Waits until the next send may go: `MIN_GAP` after `last_send` and every running hold
-    /// ended, or, as soon as a `Delivered` waits, `URGENT_GAP` after `last_send`.
+    /// ended, or at once when a `Delivered` waits. Its ack may already be on its way to another
+    /// broker, which waits for it (`fast_path`). Sends never overlap (one task, one
+    /// connection), so what arrives during a send goes in the next: under load deliveries
+    /// batch themselves, as commits do in PostgreSQL's group commit. (A 2 ms gap before a
+    /// delivery made round robin's ack p99 5.5-6.2 ms against 4.1.)
     async fn wait_to_send(&self, last_send: Instant) {
         let hurried = self.hurry.notified();
-        if !self.waiting.lock().expect("outbox lock").urgent {
-            let patient = async {
-                tokio::time::sleep_until((last_send + MIN_GAP).into()).await;
-                self.wait_for_holds().await;
-            };
-            tokio::select! {
-                _ = patient => return,
-                _ = hurried => {}
-            }
+        if self.waiting.lock().expect("outbox lock").urgent {
+            return;
         }
-        tokio::time::sleep_until((last_send + URGENT_GAP).into()).await;
+        let patient = async {
+            tokio::time::sleep_until((last_send + MIN_GAP).into()).await;
+            self.wait_for_holds().await;
+        };
+        tokio::select! {
+            _ = patient => {}
+            _ = hurried => {}
+        }
+    }
+
+    /// Whether deliveries are exchanged now: the deployment's key is read and another broker
+    /// is listening (a delivery is sent, and an ack of an unknown lease waits for one, only
+    /// then).
+    pub fn delivering(&self) -> bool {
+        self.key.get().is_some() && self.peers_present()
     }
 
     /// A `Leased` came for `pid`: its hold, if one runs, is met.

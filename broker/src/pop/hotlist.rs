@@ -1044,11 +1044,8 @@ mod tests {
         );
         let nack = Release {
             completed: false,
-            ..acked
-        };
-        let nack = Release {
             committed: Some(20),
-            ..nack
+            ..acked
         };
         assert_eq!(h.released_by_peer(a, "g", nack), Some(true), "redelivers");
         assert_eq!(h.take(&key(), "g", 1, LONG), Take::Candidates(vec![a]));
