@@ -7,7 +7,8 @@
 //! `crate::capacity` on the point's scenario, each step judged as capacity judges it (p99 within
 //! the target, at least 95% of the offered rate achieved and answered, the backlog bounded),
 //! with windows that lengthen after rejections near the knee. Repeats run the whole grid again,
-//! so a repeat's searches are spread over the sweep's time. Before the first point it measures
+//! so a repeat's searches are spread over the sweep's time, odd repeats backwards, each search
+//! starting from the knee of the search before it in its own repeat. Before the first point it measures
 //! what the machine offers: its cores and its fsync rate (`probe`). `collect` turns the searches
 //! into the points of `sweep.json`; `plan` answers from that document; `remodel` collects a
 //! finished sweep's searches again under this build's cost model.
@@ -319,7 +320,10 @@ impl Sweeper<'_> {
             }
         }
         for repeat in 0..self.opts.repeats {
-            for (i, point) in points.iter().enumerate() {
+            // The search before in this repeat's walk: where the next one starts.
+            let mut before: Option<usize> = None;
+            for i in walk(points.len(), repeat) {
+                let point = &points[i];
                 if *self.cancel.borrow() {
                     return (runs, false, None);
                 }
@@ -332,7 +336,8 @@ impl Sweeper<'_> {
                     point_words(point)
                 );
                 let seed = self.seed.wrapping_add((repeat as u64) << 32 | i as u64);
-                let starts = knee_starts(&runs, i);
+                let starts = knee_starts(before.and_then(|b| runs[b].last()));
+                before = Some(i);
                 match self.run_point(env, point, seed, starts).await {
                     Ok((results, error)) => {
                         let dir =
@@ -544,13 +549,21 @@ fn pg_values(point: &Point) -> Vec<(String, String)> {
         .collect()
 }
 
-/// Where each cell's search at point `point` starts: at the knee its search before at this point
-/// found (a repeat), else at the one it found at the point before (the first repeat), so a
-/// search spends its steps near its knee rather than on the way there; none for the first.
-fn knee_starts(runs: &Runs, point: usize) -> BTreeMap<String, f64> {
-    let before = runs[point]
-        .last()
-        .or_else(|| point.checked_sub(1).and_then(|p| runs[p].last()));
+/// The order repeat `repeat` visits `points` points in: forwards on even repeats, backwards on
+/// odd ones. A search starts at the knee the search before it in its own repeat found, so no
+/// repeat starts at another repeat's knee for the same point: the repeats' knees at a point
+/// come from different starts, and their spread is the search's own, not one search's anchor.
+fn walk(points: usize, repeat: u32) -> Vec<usize> {
+    match repeat % 2 {
+        0 => (0..points).collect(),
+        _ => (0..points).rev().collect(),
+    }
+}
+
+/// Where each cell's search starts: at the knee the search `before` found for that cell (the
+/// point before in this repeat's walk), so a search spends its steps near its knee rather than
+/// on the way there; none (the plan's start rate) for a repeat's first search.
+fn knee_starts(before: Option<&CapacityResults>) -> BTreeMap<String, f64> {
     before
         .map(|r| {
             r.cells
@@ -575,8 +588,8 @@ fn point_words(point: &Point) -> String {
 fn notes() -> Vec<String> {
     vec![
         "each point runs the capacity knee search (see capacity.json beside it) on the point's scenario, with its PostgreSQL settings applied by ALTER SYSTEM and a reload, or a restart where a setting needs one".into(),
-        "a knee is the median of the repeats' sustained rates, with the lowest and highest; repeats run the whole grid again".into(),
-        "one unmeasured step of the first cell warms the cluster before the first search; the first search starts every cell at the start rate, every later one at the knee the cell's search before found (the repeat before at the same point, else the point before), galloping from it (moves of 1 + 2 × precision, squared at each move the same way, up to the step factor)".into(),
+        "a knee is the median of the repeats' sustained rates, with the lowest and highest; repeats run the whole grid again, each from its own start".into(),
+        "one unmeasured step of the first cell warms the cluster before the first search; each repeat's first search starts every cell at the start rate, every later one at the knee the cell's search before in the same repeat found, galloping from it (moves of 1 + 2 × precision, squared at each move the same way, up to the step factor); odd repeats walk the grid backwards, so no repeat starts at another repeat's knee for the same point".into(),
         "costs per message are measured on the highest sustained step (below the knee), per answered message per consumer group; PostgreSQL CPU is its whole process tree read from /proc".into(),
         "the cost model's cap is the lowest of: cores / CPU per message for each confined process, for the unconfined ones together, and for the machine; fsyncs per second / WAL syncs per message".into(),
         "the cost model's knee is where p99 meets the target if p99 grows as p99 at no load / (1 − rate / cap): cap × (1 − p99 at no load / target); p99 at no load is the median over every sustained step of its p99 × (1 − its rate / cap)".into(),
@@ -635,4 +648,17 @@ pub fn summary(r: &SweepResults) -> String {
         out += "INCOMPLETE: the sweep was interrupted or broke; points are missing\n";
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::walk;
+
+    #[test]
+    fn repeats_walk_the_grid_forwards_then_backwards() {
+        assert_eq!(walk(4, 0), [0, 1, 2, 3]);
+        assert_eq!(walk(4, 1), [3, 2, 1, 0]);
+        assert_eq!(walk(4, 2), [0, 1, 2, 3]);
+        assert_eq!(walk(1, 1), [0]);
+    }
 }
