@@ -8,8 +8,8 @@
 //! the target, at least 95% of the offered rate achieved and answered, the backlog bounded),
 //! with windows that lengthen after rejections near the knee. Repeats run the whole grid again,
 //! so a repeat's searches are spread over the sweep's time, odd repeats backwards, each search
-//! starting from the knee of the search before it in its own repeat. Before the first point it measures
-//! what the machine offers: its cores and its fsync rate (`probe`). `collect` turns the searches
+//! starting from the knee of the search before it in its own repeat. Before the first point it
+//! measures what the machine offers: its cores and its fsync rate (`probe`). `collect` turns the searches
 //! into the points of `sweep.json`; `plan` answers from that document; `remodel` collects a
 //! finished sweep's searches again under this build's cost model.
 
