@@ -30,7 +30,8 @@ use ackbench_reports::model::format_number;
 use ackbench_reports::results::RunMeta;
 use ackbench_reports::sweep::cost_model::{model_error, Offer};
 use ackbench_reports::sweep::{
-    durable, MachineOffer, SweepResults, SWEEP_KIND, SWEEP_SCHEMA_VERSION,
+    durable, machine_drift, MachineOffer, SearchProbe, SweepResults, SWEEP_KIND,
+    SWEEP_SCHEMA_VERSION,
 };
 
 use crate::capacity;
@@ -240,9 +241,12 @@ async fn sweep(opts: &SweepOptions) -> Result<u8, String> {
         cancel: crate::cli::cancel_on_ctrl_c("sweep"),
     };
     let started_at = now_iso();
-    let (runs, complete, error) = sweeper.run_grid(&mut env).await;
+    let mut probes = Vec::new();
+    let (runs, complete, error) = sweeper.run_grid(&mut env, &mut probes).await;
     let restored = sweeper.restore(&env).await;
     let mut results = sweeper.results(&env, &runs, complete && error.is_none(), started_at);
+    results.warnings.extend(machine_drift(&probes));
+    results.probes = probes;
     // The flags as given, after the subcommand and the scenario.
     results.meta.scenario.overrides = std::env::args().skip(3).collect();
     drop(env);
@@ -308,10 +312,39 @@ async fn machine_offer(env: &Env, given: Option<f64>) -> Result<MachineOffer, St
 
 /// The searches of one point, in the order run.
 type Runs = Vec<Vec<CapacityResults>>;
+/// The grid's searches, whether the sweep ran to its end, and what broke it.
+type Ran = (Runs, bool, Option<String>);
+
+/// The machine probed just before a search (NaN figures, with a warning, when the probe
+/// failed; none when no PostgreSQL of this run's is measured).
+async fn probe_before_search(env: &Env, point: usize, repeat: u32) -> Option<SearchProbe> {
+    let pg = env.postgres.as_ref()?;
+    let probed = probe::machine(pg).await;
+    let (fsync_per_sec, cpu_ms) = match probed {
+        Ok(m) => {
+            eprintln!(
+                "ackbench: machine probe: PostgreSQL's CPU probe {:.1} ms, fsync {} commits/s",
+                m.cpu_ms,
+                format_number(m.fsync_per_sec)
+            );
+            (m.fsync_per_sec, m.cpu_ms)
+        }
+        Err(e) => {
+            eprintln!("ackbench: WARNING: machine probe before point {point} repeat {repeat}: {e}");
+            (f64::NAN, f64::NAN)
+        }
+    };
+    Some(SearchProbe {
+        point,
+        repeat,
+        fsync_per_sec,
+        cpu_ms,
+    })
+}
 
 impl Sweeper<'_> {
     /// Every point, `repeats` times over (the whole grid per repeat).
-    async fn run_grid(&self, env: &mut Env) -> (Runs, bool, Option<String>) {
+    async fn run_grid(&self, env: &mut Env, probes: &mut Vec<SearchProbe>) -> Ran {
         let points = self.scenario.sweep.points();
         let mut runs: Runs = vec![Vec::new(); points.len()];
         if let Some(first) = points.first() {
@@ -338,41 +371,42 @@ impl Sweeper<'_> {
                 let seed = self.seed.wrapping_add((repeat as u64) << 32 | i as u64);
                 let starts = knee_starts(before.and_then(|b| runs[b].last()));
                 before = Some(i);
-                match self.run_point(env, point, seed, starts).await {
-                    Ok((results, error)) => {
-                        let dir =
-                            self.opts
-                                .out
-                                .join(format!("point-{}-repeat-{}", i + 1, repeat + 1));
-                        if let Err(e) = std::fs::create_dir_all(&dir)
-                            .map_err(|e| e.to_string())
-                            .and_then(|()| capacity::write_outputs(&results, &dir))
-                        {
-                            eprintln!("ackbench: WARNING: {e}");
-                        }
-                        let complete = results.complete;
-                        runs[i].push(results);
-                        if error.is_some() || !complete {
-                            return (runs, complete, error);
-                        }
-                    }
+                let (s, base) = match self.prepare_point(env, point).await {
+                    Ok(prepared) => prepared,
                     Err(e) => return (runs, true, Some(e)),
+                };
+                probes.extend(probe_before_search(env, i + 1, repeat + 1).await);
+                let (results, error) = self.run_point(env, &s, base, seed, starts).await;
+                let dir = self
+                    .opts
+                    .out
+                    .join(format!("point-{}-repeat-{}", i + 1, repeat + 1));
+                if let Err(e) = std::fs::create_dir_all(&dir)
+                    .map_err(|e| e.to_string())
+                    .and_then(|()| capacity::write_outputs(&results, &dir))
+                {
+                    eprintln!("ackbench: WARNING: {e}");
+                }
+                let complete = results.complete;
+                runs[i].push(results);
+                if error.is_some() || !complete {
+                    return (runs, complete, error);
                 }
             }
         }
         (runs, true, None)
     }
 
-    /// One search at `point`: its settings applied, its cores confined, capacity run, each
-    /// cell starting at its rate in `starts` (if any).
+    /// One search of a prepared point (`prepare_point`), each cell starting at its rate in
+    /// `starts` (if any).
     async fn run_point(
         &self,
         env: &mut Env,
-        point: &Point,
+        s: &Scenario,
+        base: Plan,
         seed: u64,
         starts: BTreeMap<String, f64>,
-    ) -> Result<(CapacityResults, Option<String>), String> {
-        let (s, base) = self.prepare_point(env, point).await?;
+    ) -> (CapacityResults, Option<String>) {
         let cell_starts = starts
             .into_iter()
             .map(|(cell, rate)| (cell, rate.clamp(base.min_rate, base.max_rate)))
@@ -382,7 +416,7 @@ impl Sweeper<'_> {
             cell_starts,
             ..base
         };
-        Ok(capacity::run(&s, env, &plan, &self.criteria, seed, self.cancel.clone()).await)
+        capacity::run(s, env, &plan, &self.criteria, seed, self.cancel.clone()).await
     }
 
     /// One unmeasured step of the first cell at the first point's start rate, before the first
@@ -513,6 +547,7 @@ impl Sweeper<'_> {
             points,
             model_error: None,
             warnings,
+            probes: Vec::new(),
         };
         doc.model_error = model_error(&doc.predicted_measured());
         doc

@@ -261,6 +261,7 @@ mod tests {
                 mean_signed: 0.0,
             }),
             warnings: vec![],
+            probes: vec![],
         }
     }
 

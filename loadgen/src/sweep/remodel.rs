@@ -116,6 +116,7 @@ mod tests {
             }],
             model_error: None,
             warnings: vec![],
+            probes: vec![],
         }
     }
 

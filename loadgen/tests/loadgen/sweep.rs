@@ -152,6 +152,16 @@ fn a_tiny_real_sweep_writes_a_knee_for_every_point_and_plan_answers_from_it() {
     assert_eq!(r.keys, ["pg.synchronous_commit"]);
     assert_eq!(r.points.len(), 2);
     assert!(r.machine.fsync_per_sec > 0.0, "{:?}", r.machine);
+    // The machine probed before each search, in the order run.
+    let probed: Vec<(usize, u32)> = r.probes.iter().map(|p| (p.point, p.repeat)).collect();
+    assert_eq!(probed, [(1, 1), (2, 1)], "{:?}", r.probes);
+    assert!(
+        r.probes
+            .iter()
+            .all(|p| p.cpu_ms > 0.0 && p.fsync_per_sec > 0.0),
+        "{:?}",
+        r.probes
+    );
     assert_eq!(r.plan.window_growth, 0.5);
     let setting = |i: usize| r.points[i].settings["pg.synchronous_commit"].as_str();
     assert_eq!((setting(0), setting(1)), ("on", "off"));

@@ -106,6 +106,57 @@ pub struct MachineOffer {
     pub fsync_source: String,
 }
 
+/// What the machine measured just before one search: its fsync rate and how fast PostgreSQL
+/// computes. The same code runs slower when the machine is busy elsewhere (on a cloud host, a
+/// neighbour on the same physical core), so knees searched at different speeds differ for that
+/// reason too.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct SearchProbe {
+    /// The point, 1-based in the grid's order.
+    pub point: usize,
+    /// The repeat, 1-based.
+    pub repeat: u32,
+    /// Single-row commits per second, each waiting for its own WAL flush.
+    #[serde(deserialize_with = "nullable")]
+    pub fsync_per_sec: f64,
+    /// The fastest of the CPU probe's runs (ms): lower is faster.
+    #[serde(deserialize_with = "nullable")]
+    pub cpu_ms: f64,
+}
+
+/// How far the CPU probe may move over a sweep before the sweep says its knees were searched at
+/// different speeds (the slowest run over the fastest, minus one).
+pub const CPU_DRIFT_WARNING: f64 = 0.10;
+
+/// A warning when the probes before the searches show the machine's speed moved by more than
+/// `CPU_DRIFT_WARNING`.
+pub fn machine_drift(probes: &[SearchProbe]) -> Option<String> {
+    let range = |values: Vec<f64>| {
+        let v: Vec<f64> = values.into_iter().filter(|v| v.is_finite()).collect();
+        let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        (v.len() >= 2 && lo > 0.0).then_some((lo, hi))
+    };
+    let (fast, slow) = range(probes.iter().map(|p| p.cpu_ms).collect())?;
+    if slow / fast - 1.0 <= CPU_DRIFT_WARNING {
+        return None;
+    }
+    let fsync = match range(probes.iter().map(|p| p.fsync_per_sec).collect()) {
+        Some((lo, hi)) => format!(
+            "; the fsync probe ran {}-{} commits/s",
+            crate::model::format_number(lo),
+            crate::model::format_number(hi)
+        ),
+        None => String::new(),
+    };
+    Some(format!(
+        "the machine's speed moved during the sweep: PostgreSQL's CPU probe took {:.1}-{:.1} ms before the searches (the slowest {:.0}% over the fastest){fsync}. Knees searched at different speeds differ for that reason as well as for their settings (`probes` in sweep.json)",
+        fast,
+        slow,
+        (slow / fast - 1.0) * 100.0
+    ))
+}
+
 /// `sweep.json`.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct SweepResults {
@@ -126,6 +177,10 @@ pub struct SweepResults {
     pub model_error: Option<ModelError>,
     #[serde(default)]
     pub warnings: Vec<String>,
+    /// The machine probed before each search, in the order run (empty in older documents and
+    /// when no PostgreSQL of this run's was measured).
+    #[serde(default)]
+    pub probes: Vec<SearchProbe>,
 }
 
 impl SweepResults {
@@ -212,6 +267,35 @@ pub fn prediction_fields(p: Option<Prediction>) -> (Option<f64>, Option<String>,
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn probe(cpu_ms: f64, fsync_per_sec: f64) -> SearchProbe {
+        SearchProbe {
+            point: 1,
+            repeat: 1,
+            fsync_per_sec,
+            cpu_ms,
+        }
+    }
+
+    #[test]
+    fn a_machine_that_slowed_down_during_the_sweep_is_named_and_a_steady_one_is_not() {
+        let steady = [
+            probe(40.0, 3000.0),
+            probe(43.0, 3500.0),
+            probe(41.0, f64::NAN),
+        ];
+        assert_eq!(machine_drift(&steady), None);
+        assert_eq!(machine_drift(&[probe(40.0, 3000.0)]), None, "one probe");
+        let slowed = [
+            probe(40.0, 3000.0),
+            probe(52.0, 3600.0),
+            probe(f64::NAN, 2900.0),
+        ];
+        let w = machine_drift(&slowed).expect("a 30 % slower machine is named");
+        assert!(w.contains("40.0-52.0 ms"), "{w}");
+        assert!(w.contains("30%"), "{w}");
+        assert!(w.contains("2,900-3,600 commits/s"), "{w}");
+    }
 
     #[test]
     fn the_knee_is_the_median_with_its_interval() {

@@ -341,7 +341,30 @@ fn facts(r: &SweepResults) -> Markup {
         section id="run" {
             h2 { "The sweep" }
             (chrome::facts(&list, html! {}))
+            (probes(r))
             (chrome::notes_and_scenario(&r.meta.notes, &r.meta.scenario.name, &r.meta.scenario.text))
+        }
+    }
+}
+
+/// The machine as probed before each search, in the order run.
+fn probes(r: &SweepResults) -> Markup {
+    html! {
+        @if !r.probes.is_empty() {
+            h3 id="probes" { "The machine before each search" }
+            p class="note" { "PostgreSQL's CPU probe (the fastest of its runs; lower is faster) \
+                and the fsync probe, just before each search: the same code runs slower when the \
+                machine is busy elsewhere." }
+            table {
+                tr { th { "point" } th { "repeat" } th { "CPU probe" } th { "fsync" } }
+                @for p in &r.probes {
+                    tr {
+                        td { (p.point) } td { (p.repeat) }
+                        td { (format!("{:.1} ms", p.cpu_ms)) }
+                        td { (format_number(p.fsync_per_sec)) "/s" }
+                    }
+                }
+            }
         }
     }
 }
@@ -392,6 +415,7 @@ mod tests {
             ],
             model_error: None,
             warnings: vec![],
+            probes: vec![],
         }
     }
 
