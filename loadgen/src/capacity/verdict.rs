@@ -324,7 +324,8 @@ pub fn gallop_from_knee(precision: f64) -> f64 {
 
 /// The next step of the search, given the steps judged so far (in any order): first the start;
 /// then by the factor (or a gallop, `Bounds::first_factor`) up from a sustained rate or down
-/// from a failing one until the knee is bracketed (a sustained rate below a failing one); then
+/// from a failing one (at once to what that step answered, if that is lower) until the knee is
+/// bracketed (a sustained rate below a failing one); then
 /// the geometric middle of the bracket until it is within the precision. Rates are rounded to
 /// three digits; a rate already tried ends the search (the bracket cannot narrow further at
 /// that rounding).
@@ -350,7 +351,8 @@ pub fn next_rate(steps: &[Step], b: &Bounds) -> Next {
         (None, Some(f)) if f <= b.min * (1.0 + 1e-9) => return Next::FailedAtFloor,
         (None, Some(f)) => {
             let factor = b.move_factor(steps.len().saturating_sub(1));
-            ((f / factor).max(b.min), Next::FailedAtFloor)
+            let answered = answered_at(steps, f);
+            ((f / factor).min(answered).max(b.min), Next::FailedAtFloor)
         }
         (Some(s), Some(f)) if f / s <= 1.0 + b.precision => return Next::Bracketed,
         (Some(s), Some(f)) => ((s * f).sqrt(), Next::Bracketed),
@@ -362,6 +364,19 @@ pub fn next_rate(steps: &[Step], b: &Bounds) -> Next {
     } else {
         Next::Try(rate)
     }
+}
+
+/// What the step at offered rate `rate` answered per second (infinite when unknown). A step
+/// far past the knee answers what the system can, well short of what was offered (tiny-batches
+/// without accelerators: about 1 000 msg/s of 3 000 offered); no rate above that can be
+/// sustained, so a search coming down goes straight to it when that is further than a move.
+fn answered_at(steps: &[Step], rate: f64) -> f64 {
+    steps
+        .iter()
+        .find(|s| s.offered_rate == rate)
+        .map(|s| s.answered_rate)
+        .filter(|a| a.is_finite() && *a > 0.0)
+        .unwrap_or(f64::INFINITY)
 }
 
 /// The measured window of the next step: `plan.step_secs`, lengthened by `plan.window_growth`

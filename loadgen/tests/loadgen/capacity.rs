@@ -285,6 +285,38 @@ fn the_search_brackets_the_knee_from_either_side_and_bisects_it() {
     assert_eq!(search(500.0, &coarse).0, [400.0, 600.0]);
 }
 
+#[test]
+fn a_search_coming_down_from_an_overloaded_step_goes_straight_to_what_it_answered() {
+    let b = Bounds {
+        start: 3000.0,
+        factor: 1.5,
+        min: 20.0,
+        max: 400_000.0,
+        precision: 0.05,
+        first_factor: None,
+    };
+    // A cell that answers at most 900 msg/s and holds the latency target below 500.
+    let mut steps: Vec<Step> = Vec::new();
+    let end = loop {
+        match next_rate(&steps, &b) {
+            Next::Try(rate) => steps.push(Step {
+                index: steps.len() as u32 + 1,
+                sustained: rate < 500.0,
+                answered_rate: rate.min(900.0),
+                ..good(rate)
+            }),
+            end => break end,
+        }
+    };
+    let tried: Vec<f64> = steps.iter().map(|s| s.offered_rate).collect();
+    assert_eq!(end, Next::Bracketed, "{tried:?}");
+    assert_eq!(tried[..3], [3000.0, 900.0, 600.0], "{tried:?}");
+    assert_bracketed(500.0, &tried, 0.05);
+    // Without the cap the way down takes 2 000 and 1 330 as well.
+    assert_eq!(search(500.0, &b).0[..4], [3000.0, 2000.0, 1330.0, 887.0]);
+    assert!(tried.len() + 2 <= search(500.0, &b).0.len(), "{tried:?}");
+}
+
 /// The rates `search` tried bracket `knee`: a held rate below it and a failing one at or above
 /// it, within the precision of each other.
 fn assert_bracketed(knee: f64, tried: &[f64], precision: f64) {
