@@ -178,6 +178,7 @@ fn notes() -> Vec<String> {
             .to_string(),
     ];
     notes.push("the scenario's prefill is skipped: each step starts from an empty queue, so it measures the steady state of the offered load".into());
+    notes.push("the search moves by the step factor up from a sustained rate or down from a failing one, then bisects the bracket; coming down it goes at once to what the failing step answered per second when that is lower".into());
     notes
 }
 

@@ -629,6 +629,7 @@ fn notes() -> Vec<String> {
         "the cost model's cap is the lowest of: cores / CPU per message for each confined process, for the unconfined ones together, and for the machine; fsyncs per second / WAL syncs per message".into(),
         "the cost model's knee is where p99 meets the target if p99 grows as p99 at no load / (1 − rate / cap): cap × (1 − p99 at no load / target); p99 at no load is the median over every sustained step of its p99 × (1 − its rate / cap)".into(),
         "host.pg_cores confines PostgreSQL to the first cores, host.broker_cores the broker to the last ones (taskset); the load generator is never confined".into(),
+        "before each search the idle machine is probed (probes): the fsync probe and PostgreSQL's CPU probe, the fastest of five runs hashing 200 000 numbers; the sweep warns when the slowest CPU probe is over 10 % above the fastest".into(),
     ]
 }
 
