@@ -325,10 +325,9 @@ pub fn gallop_from_knee(precision: f64) -> f64 {
 /// The next step of the search, given the steps judged so far (in any order): first the start;
 /// then by the factor (or a gallop, `Bounds::first_factor`) up from a sustained rate or down
 /// from a failing one (at once to what that step answered, if that is lower) until the knee is
-/// bracketed (a sustained rate below a failing one); then
-/// the geometric middle of the bracket until it is within the precision. Rates are rounded to
-/// three digits; a rate already tried ends the search (the bracket cannot narrow further at
-/// that rounding).
+/// bracketed (a sustained rate below a failing one); then the geometric middle of the bracket
+/// until it is within the precision. Rates are rounded to three digits; a rate already tried
+/// ends the search (the bracket cannot narrow further at that rounding).
 pub fn next_rate(steps: &[Step], b: &Bounds) -> Next {
     let failing = steps
         .iter()

@@ -9,9 +9,11 @@
 //! with windows that lengthen after rejections near the knee. Repeats run the whole grid again,
 //! so a repeat's searches are spread over the sweep's time, odd repeats backwards, each search
 //! starting from the knee of the search before it in its own repeat. Before the first point it
-//! measures what the machine offers: its cores and its fsync rate (`probe`). `collect` turns the searches
-//! into the points of `sweep.json`; `plan` answers from that document; `remodel` collects a
-//! finished sweep's searches again under this build's cost model.
+//! measures what the machine offers, its cores and its fsync rate, and before every search it
+//! probes the machine's fsync rate and CPU speed again (`probe`), so a machine whose speed moved
+//! during the sweep is named. `collect` turns the searches into the points of `sweep.json`;
+//! `plan` answers from that document; `remodel` collects a finished sweep's searches again under
+//! this build's cost model.
 
 pub mod collect;
 pub mod options;
@@ -288,7 +290,7 @@ async fn machine_offer(env: &Env, given: Option<f64>) -> Result<MachineOffer, St
     let (fsync_per_sec, fsync_source) = match (given, env.postgres.as_ref()) {
         (Some(f), _) => (f, "--fsync-per-sec".to_string()),
         (None, Some(pg)) => {
-            let rate = probe::fsync_rate(pg).await?;
+            let rate = probe::machine(pg).await?.fsync_per_sec;
             eprintln!(
                 "ackbench: fsync probe: {} commits/s, each waiting for its own WAL flush",
                 format_number(rate)

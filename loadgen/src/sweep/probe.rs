@@ -7,6 +7,8 @@
 
 use std::time::Instant;
 
+use tokio_postgres::{Client, Statement};
+
 use crate::target::postgres::{connect, pg, Postgres};
 
 /// Commits timed by the probe.
@@ -38,25 +40,23 @@ pub async fn machine(postgres: &Postgres) -> Result<Machine, String> {
     probed
 }
 
-/// Commits per second of `PROBE_COMMITS` single-row transactions.
-pub async fn fsync_rate(postgres: &Postgres) -> Result<f64, String> {
-    let name = "ackbench_fsync_probe";
-    let url = postgres.fresh_database(name).await?;
-    let rate = timed_commits(&url).await;
-    postgres.drop_database(name).await;
-    rate
+/// A session of its own in the probe's database, set up by `setup` and with `statement`
+/// prepared.
+async fn session(url: &str, setup: &str, statement: &str) -> Result<(Client, Statement), String> {
+    let client = connect(url).await?;
+    client.batch_execute(setup).await.map_err(pg)?;
+    let prepared = client.prepare(statement).await.map_err(pg)?;
+    Ok((client, prepared))
 }
 
+/// Commits per second of `PROBE_COMMITS` single-row transactions.
 async fn timed_commits(url: &str) -> Result<f64, String> {
-    let client = connect(url).await?;
-    client
-        .batch_execute("SET synchronous_commit = on; CREATE TABLE probe (v int)")
-        .await
-        .map_err(pg)?;
-    let insert = client
-        .prepare("INSERT INTO probe VALUES ($1)")
-        .await
-        .map_err(pg)?;
+    let (client, insert) = session(
+        url,
+        "SET synchronous_commit = on; CREATE TABLE probe (v int)",
+        "INSERT INTO probe VALUES ($1)",
+    )
+    .await?;
     let started = Instant::now();
     for i in 0..PROBE_COMMITS as i32 {
         client.execute(&insert, &[&i]).await.map_err(pg)?;
@@ -67,15 +67,12 @@ async fn timed_commits(url: &str) -> Result<f64, String> {
 /// The fastest of `CPU_PROBE_RUNS` runs hashing `CPU_PROBE_ROWS` numbers (ms), with work_mem
 /// large enough that the series stays in memory.
 async fn fastest_hashing(url: &str) -> Result<f64, String> {
-    let client = connect(url).await?;
-    client
-        .batch_execute("SET work_mem = '64MB'")
-        .await
-        .map_err(pg)?;
-    let query = client
-        .prepare("SELECT sum(hashint8(g)) FROM generate_series(1::int8, $1::int8) g")
-        .await
-        .map_err(pg)?;
+    let (client, query) = session(
+        url,
+        "SET work_mem = '64MB'",
+        "SELECT sum(hashint8(g)) FROM generate_series(1::int8, $1::int8) g",
+    )
+    .await?;
     let mut fastest = f64::INFINITY;
     for _ in 0..CPU_PROBE_RUNS {
         let started = Instant::now();

@@ -360,12 +360,21 @@ fn probes(r: &SweepResults) -> Markup {
                 @for p in &r.probes {
                     tr {
                         td { (p.point) } td { (p.repeat) }
-                        td { (format!("{:.1} ms", p.cpu_ms)) }
-                        td { (format_number(p.fsync_per_sec)) "/s" }
+                        td { (measured(p.cpu_ms, |v| format!("{v:.1} ms"))) }
+                        td { (measured(p.fsync_per_sec, |v| format!("{}/s", format_number(v)))) }
                     }
                 }
             }
         }
+    }
+}
+
+/// A probe's figure with its unit, or a dash for a probe that failed (NaN).
+fn measured(v: f64, shown: impl FnOnce(f64) -> String) -> String {
+    if v.is_finite() {
+        shown(v)
+    } else {
+        "—".into()
     }
 }
 
@@ -447,5 +456,23 @@ mod tests {
         let mut d = doc();
         d.meta.scenario.name = "<b>x</b>".into();
         assert!(!render_sweep(&d).unwrap().contains("<b>x"));
+    }
+
+    #[test]
+    fn the_probe_table_shows_each_probe_and_a_dash_for_one_that_failed() {
+        let probe = |point, repeat, fsync_per_sec, cpu_ms| SearchProbe {
+            point,
+            repeat,
+            fsync_per_sec,
+            cpu_ms,
+        };
+        let mut d = doc();
+        assert!(!render_sweep(&d).unwrap().contains("id=\"probes\""));
+        d.probes = vec![probe(1, 1, 420.0, 31.25), probe(2, 1, f64::NAN, f64::NAN)];
+        let html = render_sweep(&d).unwrap();
+        let table = &html[html.find("id=\"probes\"").unwrap()..];
+        assert!(table.contains("<td>31.2 ms</td><td>420/s</td>"), "{table}");
+        assert!(table.contains("<td>—</td><td>—</td>"), "{table}");
+        assert!(!table.contains("NaN"));
     }
 }
