@@ -8,16 +8,27 @@ pub mod recorded_queen;
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-/// Held by every test that starts PostgreSQL and brokers: all tests share one binary, and real
-/// runs measured side by side on a small machine would skew each other's figures.
-static REAL_RUN: Mutex<()> = Mutex::new(());
+/// Held by every test that starts PostgreSQL and brokers (all tests share one binary). A test
+/// that judges a run's figures (gates, ratios, hit rates, knees, timings) holds it alone: runs
+/// measured side by side on a small machine would skew each other's figures. A test that judges
+/// a run only by its audit and what it writes (nothing lost, each fault recorded, documents in
+/// their shape) shares it with other such tests: those verdicts must hold at any speed.
+static REAL_RUN: RwLock<()> = RwLock::new(());
 
 /// Waits until no other real run is going; the run may start while the guard lives.
-pub fn one_real_run_at_a_time() -> MutexGuard<'static, ()> {
+pub fn one_real_run_at_a_time() -> RwLockWriteGuard<'static, ()> {
     REAL_RUN
-        .lock()
+        .write()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Waits until no run whose figures are judged is going; other runs judged by their audit may
+/// go beside this one while the guard lives.
+pub fn a_run_judged_by_its_audit() -> RwLockReadGuard<'static, ()> {
+    REAL_RUN
+        .read()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 

@@ -9,7 +9,9 @@ use std::process::{Command, Stdio};
 
 use ackbench_reports::results::{GateOutcome, Results};
 
-use crate::common::{ackbench, one_real_run_at_a_time, temp_dir, written_results};
+use crate::common::{
+    a_run_judged_by_its_audit, ackbench, one_real_run_at_a_time, temp_dir, written_results,
+};
 
 /// The shipped smoke scenario's text.
 fn smoke() -> String {
@@ -99,7 +101,7 @@ fn a_subset_of_cells_runs_and_reports_the_gates_it_needs_as_not_judged() {
 
 #[test]
 fn an_interrupted_run_gives_the_same_verdicts_in_the_terminal_results_and_report() {
-    let _real_run = one_real_run_at_a_time();
+    let _real_run = a_run_judged_by_its_audit();
     let dir = temp_dir("cli", "interrupted");
     let out = dir.join("out");
     let file = dir.join("smoke.toml");

@@ -7,7 +7,9 @@ use std::path::Path;
 
 use ackbench_reports::results::{GateVerdict, Results};
 
-use crate::common::{ackbench, one_real_run_at_a_time, temp_dir, written_results, Outcome};
+use crate::common::{
+    a_run_judged_by_its_audit, ackbench, one_real_run_at_a_time, temp_dir, written_results, Outcome,
+};
 
 /// The name of the scenario's ratio gate.
 const GATE: &str = "fusion cuts ack commits";
@@ -184,7 +186,7 @@ fn aa_mode_runs_a_cell_and_its_twin_and_prints_their_noise() {
 /// fresh database each, driven over SQL, audited, their statements folded by procedure.
 #[test]
 fn peers_run_beside_the_broker_and_are_audited() {
-    let _real_run = one_real_run_at_a_time();
+    let _real_run = a_run_judged_by_its_audit();
     let dir = temp_dir("e2e", "peers");
     let text = r#"
 name = "peers"
@@ -297,7 +299,7 @@ seed = 5
 /// order; its defer, fetch and finish calls are measured by procedure.
 #[test]
 fn procrastinate_runs_beside_the_broker_with_locks_as_partitions() {
-    let _real_run = one_real_run_at_a_time();
+    let _real_run = a_run_judged_by_its_audit();
     let dir = temp_dir("e2e", "procrastinate");
     let (code, stdout, results) = run(&dir, PROCRASTINATE_SCENARIO);
     assert_eq!(code, 0, "{stdout}");
@@ -356,7 +358,7 @@ fn procrastinate_missing_is_refused_naming_what_to_install() {
 /// fetch and complete statements, audited with nothing lost.
 #[test]
 fn pgboss_runs_beside_the_broker_and_is_audited() {
-    let _real_run = one_real_run_at_a_time();
+    let _real_run = a_run_judged_by_its_audit();
     let dir = temp_dir("e2e", "pgboss");
     let text = PROCRASTINATE_SCENARIO
         .replace("peers = [\"procrastinate\"]", "peers = [\"pgboss\"]")

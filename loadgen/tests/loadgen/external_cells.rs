@@ -8,7 +8,7 @@ use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::common::{ackbench, one_real_run_at_a_time, temp_dir, written_results};
+use crate::common::{a_run_judged_by_its_audit, ackbench, temp_dir, written_results};
 
 /// The broker started for the test, stopped when dropped.
 struct Broker(Child);
@@ -76,7 +76,7 @@ seed = 11
 
 #[test]
 fn an_external_broker_is_a_cell_interleaved_and_audited_beside_the_others() {
-    let _real_run = one_real_run_at_a_time();
+    let _real_run = a_run_judged_by_its_audit();
     let cluster = throwaway_pg::shared();
     let database_url = cluster.create_database("external_cell_own").unwrap();
     let port = free_port();

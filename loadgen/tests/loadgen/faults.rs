@@ -4,7 +4,7 @@
 
 use std::ffi::OsStr;
 
-use crate::common::{a_round_that_lost_nothing, ackbench, one_real_run_at_a_time, temp_dir};
+use crate::common::{a_round_that_lost_nothing, a_run_judged_by_its_audit, ackbench, temp_dir};
 
 /// One cell, a 9 s window: the broker killed at 2 s (down 500 ms), the consumers frozen at 5 s
 /// for 1.5 s, longer than their 1 s lease.
@@ -44,7 +44,7 @@ duration_ms = 1500
 
 #[test]
 fn a_killed_broker_and_frozen_consumers_lose_nothing_and_are_recorded() {
-    let _real_run = one_real_run_at_a_time();
+    let _real_run = a_run_judged_by_its_audit();
     let dir = temp_dir("faults", "e2e");
     let round = &a_round_that_lost_nothing(&dir, SCENARIO);
     let a = &round.audit;
@@ -131,7 +131,7 @@ restart_after_ms = 500
 
 #[test]
 fn a_broker_killed_among_three_round_robin_loses_nothing_while_the_others_serve() {
-    let _real_run = one_real_run_at_a_time();
+    let _real_run = a_run_judged_by_its_audit();
     let dir = temp_dir("faults", "three-brokers");
     let round = &a_round_that_lost_nothing(&dir, THREE_BROKERS);
     assert_eq!(round.faults.len(), 1, "{:?}", round.faults);

@@ -7,7 +7,7 @@
 use std::ffi::OsStr;
 
 use crate::common::{
-    a_round_that_lost_nothing, ackbench, one_real_run_at_a_time, temp_dir, written_results,
+    a_round_that_lost_nothing, a_run_judged_by_its_audit, ackbench, temp_dir, written_results,
 };
 
 /// One cell, an 18 s window, a fault every 2-4 s, each short enough to recover before the next
@@ -63,7 +63,7 @@ at_secs = 13
 
 #[test]
 fn database_side_faults_with_a_sync_standby_lose_nothing_and_each_recovers() {
-    let _real_run = one_real_run_at_a_time();
+    let _real_run = a_run_judged_by_its_audit();
     let dir = temp_dir("faults-db", "e2e");
     let round = &a_round_that_lost_nothing(&dir, SCENARIO);
     let kinds: Vec<&str> = round.faults.iter().map(|f| f.kind.as_str()).collect();
@@ -178,7 +178,7 @@ lag_ms = 1000
 
 #[test]
 fn an_async_failover_says_what_the_standby_lacked() {
-    let _real_run = one_real_run_at_a_time();
+    let _real_run = a_run_judged_by_its_audit();
     let dir = temp_dir("faults-db", "async");
     let out_dir = dir.join("out");
     let out = ackbench(

@@ -13,7 +13,7 @@ use ackbench::target::broker_binary;
 use ackbench_reports::results::Audit;
 
 use crate::common::proxy::{Mode, Proxy};
-use crate::common::{one_real_run_at_a_time, temp_dir, written_results};
+use crate::common::{a_run_judged_by_its_audit, temp_dir, written_results};
 
 /// 8 partitions, 3 open-loop producers of 10-message pushes, 4 wildcard consumers popping 10
 /// and working 300 ms on each batch, 2 s leases; one batch in 4 is held 1 s past its lease,
@@ -133,7 +133,7 @@ fn side_effect(mode: Mode, count: &str) -> bool {
 
 #[test]
 fn each_broken_guarantee_is_counted_and_only_then() {
-    let _real_run = one_real_run_at_a_time();
+    let _real_run = a_run_judged_by_its_audit();
     let dir = temp_dir("guarantees", "proxy");
     std::fs::write(dir.join("scenario.toml"), SCENARIO).unwrap();
     let db = throwaway_pg::shared()

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use crate::common::{ackbench, one_real_run_at_a_time, temp_dir};
+use crate::common::{a_run_judged_by_its_audit, ackbench, temp_dir};
 
 pub(super) fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -143,7 +143,7 @@ fn mid_window(scrapes: &[(f64, String)]) -> Option<&(f64, String)> {
 
 #[test]
 fn a_scrape_mid_run_returns_the_running_cells_series() {
-    let _real_run = one_real_run_at_a_time();
+    let _real_run = a_run_judged_by_its_audit();
     let dir = temp_dir("live", "scrape");
     let port = free_port();
     let mut child = start_smoke(&dir, port, "4");
@@ -275,7 +275,7 @@ fn every_metric_the_dashboard_queries_is_exported_by_a_run() {
         .collect();
     assert!(variables.contains(&"run") && variables.contains(&"cell"));
     let mut fault_seen = false;
-    let _real_run = one_real_run_at_a_time();
+    let _real_run = a_run_judged_by_its_audit();
     let dir = temp_dir("live", "dashboard");
     let port = free_port();
     // Smoke with a short hold_xmin fault, so the vacuum series (sampled only then) show too.
@@ -409,7 +409,7 @@ pub(super) fn which(program: &str) -> Option<PathBuf> {
 
 #[test]
 fn a_real_prometheus_scraping_a_run_answers_a_rate_query_and_every_dashboard_query() {
-    let _real_run = one_real_run_at_a_time();
+    let _real_run = a_run_judged_by_its_audit();
     let dir = temp_dir("live", "prometheus");
     let port = free_port();
     let prometheus = Prometheus::start(&dir, port);

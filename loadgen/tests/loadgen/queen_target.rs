@@ -15,7 +15,7 @@ use ackbench_wire::PushResultRef;
 use serde_json::Value;
 
 use crate::common::recorded_queen::{fixture, RecordedQueen};
-use crate::common::{ackbench, one_real_run_at_a_time, temp_dir, written_results, Outcome};
+use crate::common::{a_run_judged_by_its_audit, ackbench, temp_dir, written_results, Outcome};
 
 /// The recorded answer body of fixture `name`, as the server sent it.
 fn body(name: &str) -> String {
@@ -206,7 +206,7 @@ max = 0.9
 /// Runs `ackbench run SCENARIO --broker-url <recorded Queen> ARGS` in a scratch directory (one
 /// run at a time with the other tests' real runs, whose figures it would skew).
 fn run_against_recorded_queen(name: &str, args: &[&str]) -> (Outcome, std::path::PathBuf) {
-    let _one = one_real_run_at_a_time();
+    let _one = a_run_judged_by_its_audit();
     let dir = temp_dir("queen", name);
     let out = dir.join("out");
     let runtime = tokio::runtime::Runtime::new().unwrap();

@@ -9,7 +9,7 @@ use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 use super::live::{free_port, unix_now, workspace, Prometheus};
-use crate::common::{ackbench, one_real_run_at_a_time, temp_dir};
+use crate::common::{a_run_judged_by_its_audit, ackbench, temp_dir};
 
 /// A Prometheus server with its remote-write receiver on, scraping nothing, its storage in
 /// `dir`; killed when dropped.
@@ -71,7 +71,7 @@ fn one(prometheus: &Prometheus, promql: &str, at: f64) -> f64 {
 
 #[test]
 fn a_real_prometheus_receives_a_runs_pushed_series() {
-    let _real_run = one_real_run_at_a_time();
+    let _real_run = a_run_judged_by_its_audit();
     let dir = temp_dir("remote-write", "prometheus");
     let prometheus = start_receiver(&dir);
     let url = format!("http://127.0.0.1:{}/api/v1/write", prometheus.port);
@@ -125,7 +125,7 @@ fn a_real_prometheus_receives_a_runs_pushed_series() {
 
 #[test]
 fn a_run_whose_pushes_all_fail_still_passes_and_says_how_many_failed() {
-    let _real_run = one_real_run_at_a_time();
+    let _real_run = a_run_judged_by_its_audit();
     let dir = temp_dir("remote-write", "unreachable");
     let closed = free_port();
     let url = format!("http://127.0.0.1:{closed}/api/v1/write");

@@ -12,7 +12,7 @@ use ackbench::target::broker::BrokerProcess;
 use ackbench::target::broker_binary;
 use ackbench_reports::results::Results;
 
-use crate::common::{ackbench, one_real_run_at_a_time, temp_dir, written_results};
+use crate::common::{a_run_judged_by_its_audit, ackbench, temp_dir, written_results};
 
 /// A prefilled backlog on 6 partitions drained by two consumer groups of 6 wildcard consumers
 /// (so shards pop what other shards prefilled) answering with a share of `dlq`; tiny windows.
@@ -89,7 +89,7 @@ fn finished(child: std::process::Child, out: &Path) -> Results {
 
 #[test]
 fn three_shards_merged_count_and_audit_as_one_process() {
-    let _real_run = one_real_run_at_a_time();
+    let _real_run = a_run_judged_by_its_audit();
     let dir = temp_dir("shards", "merge");
     let db = throwaway_pg::shared()
         .create_database("shards_merge")
