@@ -29,7 +29,9 @@ use std::sync::Mutex;
 use ackbench_reports::results::Audit;
 use ackbench_wire::TxnHash;
 
-use super::retired::{Origin, PushOrigin, Retired};
+pub mod retired;
+
+use retired::{Origin, PushOrigin, Retired};
 
 /// Hashes keys that already are uniformly distributed hashes: folds their bytes, no mixing.
 #[derive(Default)]
@@ -748,15 +750,13 @@ mod tests {
 }
 
 /// The ledger retiring settled pairs: every anomaly injected after a message retired is still
-/// caught, by the audit and by the history's checks.
+/// caught by the audit (the history's checks on retired messages are the load generator's
+/// `history::judging_retired`). Built at the release profile's optimisation even in tests (the
+/// workspace's `Cargo.toml`), so they check the code the runs execute.
 #[cfg(test)]
 mod retiring_tests {
     use super::*;
-    use crate::history::{self, AckOutcome, Pop, Popped, Status, Verdict};
-    use crate::workload::retired::PushOrigin;
-    use ackbench_reports::results::Promises;
     use ackbench_wire::txn_hash;
-    use std::time::{Duration, Instant};
 
     const PREFIX: &str = "t-1-";
 
@@ -968,83 +968,6 @@ mod retiring_tests {
             (20, 20),
             "invented messages owe nothing"
         );
-    }
-
-    /// The history of `ids` popped by `consumer` in one answer, acked as given.
-    fn popped(h: &history::History, consumer: u32, ids: &[String], at: Instant) -> usize {
-        let pop = Pop {
-            consumer,
-            group: 0,
-            lease_ms: 1000,
-            sent: at,
-            answered: at + Duration::from_millis(5),
-        };
-        let lease = format!("lease-{consumer}-{at:?}");
-        let messages = ids.iter().map(|t| Popped {
-            txn: txn_hash(t),
-            transaction_id: t,
-            partition_id: "P",
-            lease_id: Some(&lease),
-        });
-        h.popped(&pop, messages)
-    }
-
-    fn ack_all(h: &history::History, first: usize, n: usize, at: Instant) {
-        for r in first..first + n {
-            let outcome = AckOutcome {
-                status: Status::Completed,
-                lease_less: false,
-                verdict: Verdict::Accepted,
-                sent: at,
-                answered: at + Duration::from_millis(5),
-            };
-            h.answered(r, &outcome);
-        }
-    }
-
-    fn judged(h: &history::History, l: &Ledger) -> Audit {
-        let mut audit = Audit::default();
-        history::judge(h, l, &mut audit, Promises::default(), 1000);
-        audit
-    }
-
-    #[test]
-    fn the_history_checks_still_judge_retired_messages() {
-        let h = history::History::default();
-        let l = Ledger::new(1);
-        let t0 = Instant::now();
-        let ids = push(&l, 0, 3);
-        let first = popped(&h, 1, &ids, t0);
-        deliver(&l, 0, &ids);
-        ack_all(&h, first, 3, t0 + Duration::from_millis(10));
-        for t in &ids {
-            answer(&l, 0, t, ACK);
-        }
-        assert_eq!(l.live_entries(), 0, "retired");
-        let clean = judged(&h, &l);
-        assert_eq!((clean.unexpected, clean.ack_regressions), (0, 0));
-        // Delivered again by a pop sent after the ack was answered: acks must stay acked.
-        let again = vec![ids[1].clone()];
-        popped(&h, 2, &again, t0 + Duration::from_millis(100));
-        deliver(&l, 0, &again);
-        let a = judged(&h, &l);
-        assert_eq!((a.ack_regressions, a.unexpected), (1, 0));
-        // Out of order within one answer, after both retired: still an order violation.
-        let swapped = push(&l, 1, 2);
-        let order = vec![swapped[1].clone(), swapped[0].clone()];
-        let at = t0 + Duration::from_millis(200);
-        let first = popped(&h, 1, &order, at);
-        deliver(&l, 0, &order);
-        ack_all(&h, first, 2, at + Duration::from_millis(10));
-        for t in &order {
-            answer(&l, 0, t, ACK);
-        }
-        assert_eq!(l.live_entries(), 1, "only the redelivered message is held");
-        let a = judged(&h, &l);
-        assert_eq!((a.order_violations, a.unexpected), (1, 0), "{a:?}");
-        // A message nobody pushed, shaped like ours: unexpected.
-        popped(&h, 1, &[id(9, 0)], t0 + Duration::from_millis(300));
-        assert_eq!(judged(&h, &l).unexpected, 1);
     }
 
     #[test]

@@ -23,8 +23,8 @@ use crate::lifecycle::CellRound;
 use crate::measure::broker_metrics::Exposition;
 use crate::progress::Progress;
 use crate::target::broker::BrokerProcess;
-use crate::workload::ledger::TxnSet;
 use crate::workload::CellContext;
+use ackbench_ledger::TxnSet;
 
 /// A system under test with one cell's settings.
 pub trait System: Send + Sync {

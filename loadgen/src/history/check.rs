@@ -21,7 +21,7 @@ use ackbench_reports::results::{Audit, EXAMPLES_KEPT};
 use ackbench_wire::TxnHash;
 
 use super::{Delivery, Micros, Status, Verdict, NEVER};
-use crate::workload::ledger::{ByTxn, Pushed, TxnSet};
+use ackbench_ledger::{ByTxn, Pushed, TxnSet};
 
 /// How much earlier than the client's bound a correct broker may expire a lease: its clock
 /// (PostgreSQL's `now()`, the transaction's start) and the client's monotonic clock differ by

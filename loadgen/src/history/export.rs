@@ -10,7 +10,7 @@ use std::io::Write;
 use serde::Serialize;
 
 use super::{Delivery, History, Micros, NEVER};
-use crate::workload::ledger::{Ledger, Pushed};
+use ackbench_ledger::{Ledger, Pushed};
 
 #[derive(Serialize)]
 struct Line<'a> {

@@ -21,8 +21,8 @@ use ackbench_reports::results::{Audit, Promises};
 use ackbench_wire::TxnHash;
 use xxhash_rust::xxh3::xxh3_64;
 
-use crate::workload::ledger::Ledger;
-use crate::workload::retired::Origin;
+use ackbench_ledger::retired::Origin;
+use ackbench_ledger::Ledger;
 
 /// Microseconds since the history's start; `NEVER` when the event did not happen.
 pub type Micros = u64;
@@ -295,6 +295,9 @@ pub fn origin(d: &Delivery) -> Option<Origin> {
         index: d.index,
     })
 }
+
+#[cfg(test)]
+mod judging_retired;
 
 #[cfg(test)]
 mod tests {

@@ -25,8 +25,8 @@ use ackbench_reports::results::Audit;
 
 use super::check::{self, Counted, Owned, CLOCK_SLACK};
 use super::{origin, Delivery, History, Micros, NEVER};
-use crate::workload::ledger::Pushed;
 use crate::workload::CellContext;
+use ackbench_ledger::Pushed;
 
 /// How often the roller judges and drops.
 pub const ROLL_EVERY: Duration = Duration::from_secs(10);

@@ -12,7 +12,7 @@ use ackbench_reports::results::Audit;
 use crate::driver::system::{Installed, Pending, Running};
 use crate::shard::ledger_file::{self, ShardLedger};
 use crate::shard::Shard;
-use crate::workload::ledger::reconcile;
+use ackbench_ledger::reconcile;
 
 /// A way to settle a cell round's drain and audit.
 pub trait Settlement: Send + Sync {

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use flate2::read::DeflateDecoder;
 use flate2::write::DeflateEncoder;
 
-use crate::workload::ledger::{ByTxn, Fate, TxnSet};
+use ackbench_ledger::{ByTxn, Fate, TxnSet};
 
 const MAGIC: &[u8; 8] = b"ACKLEDG1";
 

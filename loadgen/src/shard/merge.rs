@@ -26,8 +26,8 @@ use super::ledger_file::{self, ShardLedger};
 use crate::lifecycle::round_tag;
 use crate::measure::figures::{derive, WindowDeltas};
 use crate::measure::pg_counters::{PgSnapshot, StatementCounters};
-use crate::workload::ledger::{reconcile, ByTxn, Fate, TxnSet};
 use crate::workload::CounterValues;
+use ackbench_ledger::{reconcile, ByTxn, Fate, TxnSet};
 
 /// One shard's results and the directory they came from.
 pub struct ShardRun {

@@ -12,11 +12,11 @@ use std::time::{Duration, Instant};
 use ackbench_wire::{txn_hash, TxnHash};
 
 use super::calls::{AckRequest, Batch, Consume, ItemAnswer};
-use super::ledger::Answer;
 use super::plan::ConsumerPlan;
-use super::retired::Origin;
 use super::{now_us, CellContext, Counters, Phase};
 use crate::history::{self, AckOutcome, Status, Verdict};
+use ackbench_ledger::retired::Origin;
+use ackbench_ledger::Answer;
 
 /// What one consumer keeps from request to request.
 struct Worker<C> {

@@ -1,22 +1,21 @@
 //! The workload of one cell: producers and consumers driving the system under test through its
 //! driver's calls (`calls`), written once for every system and sharing one `CellContext` (the
-//! brokers, ledger, history, latency recorder, counters, phase), and the runtime they run on.
+//! brokers, ledger (`ackbench_ledger`), history, latency recorder, counters, phase), and the
+//! runtime they run on.
 
 pub mod answers;
 pub mod calls;
 pub mod consumer;
 pub mod errors;
-pub mod ledger;
 pub mod plan;
 pub mod producer;
-pub mod retired;
 pub mod spawn;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 
 use crate::client::{Connection, Fleet};
 use crate::measure::latency::Recorder;
-use ledger::Ledger;
+use ackbench_ledger::Ledger;
 
 /// Where a cell is in its life; workers read it before every step.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

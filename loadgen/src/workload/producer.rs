@@ -8,8 +8,8 @@ use std::time::Instant;
 
 use super::calls::Produce;
 use super::plan::ProducerPlan;
-use super::retired::PushOrigin;
 use super::{now_us, CellContext, Counters, Phase, Schedule};
+use ackbench_ledger::retired::PushOrigin;
 
 /// Runs one producer until the producers stop, pushing through `producer`.
 pub async fn run<P: Produce>(plan: ProducerPlan, ctx: Arc<CellContext>, mut producer: P) {

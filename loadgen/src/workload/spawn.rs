@@ -72,7 +72,7 @@ pub async fn prefill<W: Workers>(
                 // Backlog, not offered load: no send time, so end-to-end latency (push to
                 // ack of what the producers offer) is not inflated by how long the backlog waits.
                 pusher.write(k, partition, None);
-                let origin = crate::workload::retired::PushOrigin::new(&prefix, k);
+                let origin = ackbench_ledger::retired::PushOrigin::new(&prefix, k);
                 producer::push(&mut pusher, &ctx, Some(origin))
                     .await
                     .map_err(|e| format!("prefill: {e}"))?;

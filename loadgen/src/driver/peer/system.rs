@@ -15,8 +15,8 @@ use crate::lifecycle::env::Env;
 use crate::lifecycle::CellRound;
 use crate::progress::Progress;
 use crate::target::postgres::connect;
-use crate::workload::ledger::TxnSet;
 use crate::workload::{spawn, CellContext};
+use ackbench_ledger::TxnSet;
 
 /// A peer, as a cell runs it.
 pub struct PeerSystem {

@@ -26,8 +26,8 @@ use crate::measure::broker_metrics::{self, Exposition};
 use crate::progress::Progress;
 use crate::scenario::Scenario;
 use crate::shard::drain::queue_drained;
-use crate::workload::ledger::TxnSet;
 use crate::workload::{spawn, CellContext};
+use ackbench_ledger::TxnSet;
 
 /// A cell's brokers, installed.
 pub struct QueenCell {
