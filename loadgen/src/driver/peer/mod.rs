@@ -13,6 +13,7 @@
 
 pub mod pgboss;
 pub mod pgmq;
+pub mod pgmq_installer;
 pub mod pgq;
 pub mod procrastinate;
 pub mod system;

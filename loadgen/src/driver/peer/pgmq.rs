@@ -1,8 +1,9 @@
 //! PGMQ (a row per message; a read hides a message for a visibility timeout, its lease).
-//! Installed from the SQL the `pgmq` crate embeds, at run time: PGMQ's SQL never enters this
-//! repository. Mapping: a pop is `read(queue, vt, qty)`; `completed` is `delete(ids[])`;
-//! `retry` is `set_vt(ids[], 0)`; `failed` redelivers the same way until `read_ct` reaches the
-//! retry budget, then `archive`s; `dlq` is `archive(ids[])`. Each is one statement in its own
+//! Installed from the SQL the `pgmq` crate embeds, at run time, by the crate's own installer
+//! (`pgmq_installer`): PGMQ's SQL never enters this repository. Mapping: a pop is
+//! `read(queue, vt, qty)`; `completed` is `delete(ids[])`; `retry` is `set_vt(ids[], 0)`;
+//! `failed` redelivers the same way until `read_ct` reaches the retry budget, then `archive`s;
+//! `dlq` is `archive(ids[])`. Each is one statement in its own
 //! transaction, as PGMQ's users issue them, sent with its parameter types in one round trip (an
 //! unprepared statement would cost a separate prepare: a round trip and an empty transaction
 //! that doubled the commits counted per message).
@@ -31,19 +32,9 @@ pub fn refusal(asks: &Asks) -> Option<String> {
     None
 }
 
-/// Installs PGMQ's embedded SQL into the database at `url` and creates the queue.
+/// Installs PGMQ's SQL into the database at `url` (`pgmq_installer`) and creates the queue.
 pub async fn install(url: &str, client: &Client, setup: &Setup<'_>) -> Result<(), String> {
-    // The crate's installer runs on an sqlx pool (built here: its own URL helper insists on a
-    // password).
-    let pool = sqlx::postgres::PgPoolOptions::new()
-        .max_connections(1)
-        .connect(url)
-        .await
-        .map_err(|e| format!("pgmq: cannot connect to {url}: {e}"))?;
-    ::pgmq::install::install_sql_from_embedded(&pool)
-        .await
-        .map_err(|e| format!("pgmq: installing its SQL failed: {e}"))?;
-    pool.close().await;
+    super::pgmq_installer::install(url).await?;
     client
         .execute("SELECT pgmq.create($1)", &[&setup.queue])
         .await
@@ -193,7 +184,7 @@ impl Peer for Pgmq {
 
     /// PGMQ's SQL is embedded in the `pgmq` crate this binary links.
     fn check_parts<'a>(&'a self, _admin: &'a Client) -> Pending<'a, Result<(), String>> {
-        Box::pin(async { Ok(()) })
+        Box::pin(async { super::pgmq_installer::ready().await.map(|_| ()) })
     }
 
     fn install<'a>(
