@@ -92,12 +92,17 @@ impl<'a> Workload<'a> {
         let limit = Duration::from_secs_f64(limit_secs);
         let started = Instant::now();
         loop {
+            // Settled first, the backlog after: a push still in flight when the backlog was read
+            // could book its messages and settle before the check, and the drain would end
+            // owing them (they were then counted lost). Once no push is in flight, every push
+            // that began has booked, and none begins after the phase changed.
+            let settled = self.running.ctx.pushes_settled();
             let backlog = self.running.ctx.ledger.backlog();
             progress.update(&format!(
                 "{label} drain {:.0}s  backlog {backlog}",
                 started.elapsed().as_secs_f64()
             ));
-            if self.running.ctx.pushes_settled() && self.nothing_owed(backlog).await {
+            if settled && self.nothing_owed(backlog).await {
                 return true;
             }
             if *cancel.borrow() || started.elapsed() > limit {
