@@ -60,15 +60,31 @@ impl<'de> Visitor<'de> for TextVisitor {
     }
 }
 
+/// A JSON value's text exactly as sent (checked to be JSON, not parsed further).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct JsonText<'a>(pub &'a str);
+
+impl<'a> JsonText<'a> {
+    pub fn get(&self) -> &'a str {
+        self.0
+    }
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for JsonText<'a> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<JsonText<'a>, D::Error> {
+        <&RawValue>::deserialize(d).map(|raw| JsonText(raw.get()))
+    }
+}
+
 /// `PushBody`, borrowed.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, PartialEq, Deserialize)]
 pub struct PushBodyRef<'a> {
     #[serde(borrow, deserialize_with = "objects")]
     pub items: Vec<PushItemRef<'a>>,
 }
 
 /// `PushItem`, borrowed; `payload` is `Some` whenever the key is present (`null` included).
-#[derive(Debug, Deserialize)]
+#[derive(Debug, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PushItemRef<'a> {
     #[serde(borrow)]
@@ -78,12 +94,12 @@ pub struct PushItemRef<'a> {
     #[serde(default, borrow)]
     pub transaction_id: Option<Text<'a>>,
     #[serde(default, borrow, deserialize_with = "present")]
-    pub payload: Option<&'a RawValue>,
+    pub payload: Option<JsonText<'a>>,
 }
 
 /// A key that is present reads as `Some`, even when its value is `null`.
-fn present<'de: 'a, 'a, D: Deserializer<'de>>(d: D) -> Result<Option<&'a RawValue>, D::Error> {
-    <&RawValue>::deserialize(d).map(Some)
+fn present<'de: 'a, 'a, D: Deserializer<'de>>(d: D) -> Result<Option<JsonText<'a>>, D::Error> {
+    JsonText::deserialize(d).map(Some)
 }
 
 impl PushItem {
@@ -93,13 +109,13 @@ impl PushItem {
             queue: self.queue.as_str().into(),
             partition: self.partition.as_deref().map(Text::from),
             transaction_id: self.transaction_id.as_deref().map(Text::from),
-            payload: self.payload.0.as_deref(),
+            payload: self.payload.0.as_deref().map(|raw| JsonText(raw.get())),
         }
     }
 }
 
 /// `AckBody`, borrowed.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct AckBodyRef<'a> {
     #[serde(borrow)]
@@ -117,7 +133,7 @@ pub struct AckBodyRef<'a> {
 }
 
 /// `AckBatchBody`, borrowed.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct AckBatchBodyRef<'a> {
     #[serde(default, borrow)]

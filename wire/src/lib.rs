@@ -8,6 +8,7 @@
 pub mod borrowed;
 pub mod hash;
 pub mod requests;
+pub mod scan;
 pub mod types;
 
 pub use borrowed::*;

@@ -1,7 +1,8 @@
 //! Reading JSON request bodies into the wire's request types, so that every refusal names the
 //! field.
 //!
-//! `read_body` deserialises straight into the `ackbench_wire` type. Only when that fails is the
+//! `read_body` deserialises straight into the `ackbench_wire` type (`read_body_scanned` first
+//! tries the wire's byte scanner, for the hot bodies). Only when that fails is the
 //! body parsed into `serde_json::Value` and walked through `Fields` (which carries the path of
 //! the object, `items[3]`) by the route's `explain`, so the error reads
 //! `items[3].queue must be a non-empty string` rather than serde's wording.
@@ -46,6 +47,19 @@ pub fn read_body<'a, T: Deserialize<'a>>(
                 "body does not fit the request: {e}"
             )))
         }
+    }
+}
+
+/// Reads `body` with `scan` (`ackbench_wire::scan`) when it is in the plain form the scanner
+/// reads, else as `read_body` does: serde decides, and names what does not fit.
+pub fn read_body_scanned<'a, T: Deserialize<'a>>(
+    body: &'a [u8],
+    scan: fn(&'a str) -> Option<T>,
+    explain: impl FnOnce(&Fields<'_>) -> Result<(), ApiError>,
+) -> Result<T, ApiError> {
+    match std::str::from_utf8(body).ok().and_then(scan) {
+        Some(t) => Ok(t),
+        None => read_body(body, explain),
     }
 }
 

@@ -21,10 +21,10 @@ use uuid::Uuid;
 
 use crate::ack::{self, AckItem, AckStatus};
 use crate::app::App;
-use crate::http::json::{field, nonempty, read_body, Fields};
+use crate::http::json::{field, nonempty, read_body_scanned, Fields};
 use crate::http::limits;
 use crate::http::{self, write, Answer, ApiError, Request, Route};
-use ackbench_wire::{AckBatchBodyRef, AckBodyRef, AckResult, QUEUE_MODE_GROUP};
+use ackbench_wire::{scan, AckBatchBodyRef, AckBodyRef, AckResult, QUEUE_MODE_GROUP};
 
 pub async fn handle(app: &App, req: &Request) -> Result<Answer, ApiError> {
     let items = parse(req)?;
@@ -39,10 +39,10 @@ pub async fn handle(app: &App, req: &Request) -> Result<Answer, ApiError> {
 /// Validates the body of either route into ack items (index = request position).
 pub fn parse(req: &Request) -> Result<Vec<AckItem>, ApiError> {
     if req.route == Route::Ack {
-        let body: AckBodyRef = read_body(&req.body, explain_item)?;
+        let body: AckBodyRef = read_body_scanned(&req.body, scan::ack_body, explain_item)?;
         return Ok(vec![item(&body, String::new, 0, None)?]);
     }
-    let body: AckBatchBodyRef = read_body(&req.body, explain_batch)?;
+    let body: AckBatchBodyRef = read_body_scanned(&req.body, scan::ack_batch_body, explain_batch)?;
     let group = nonempty(body.consumer_group.as_deref(), || "consumerGroup".into())?;
     if let Some(g) = group {
         limits::name(g, "consumerGroup")?;

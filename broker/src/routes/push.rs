@@ -26,7 +26,7 @@ use uuid::Uuid;
 
 use crate::app::App;
 use crate::crypto::Sealer;
-use crate::http::json::{field, nonempty, read_body, Fields};
+use crate::http::json::{field, nonempty, read_body_scanned, Fields};
 use crate::http::limits::{self, MAX_TXN_BYTES};
 use crate::http::{self, write, Answer, ApiError, Request};
 use crate::metrics::Metrics;
@@ -34,7 +34,7 @@ use crate::push::fusion::{FrameFate, PushFrame, PushFusion, PushJob};
 use crate::push::written::{on_pushed, WrittenSegment};
 use crate::segment::{self, FrameRef};
 use crate::storage::{procs, DbError};
-use ackbench_wire::{txn_hash, PushBodyRef, PushItemRef, PushResult};
+use ackbench_wire::{scan, txn_hash, PushBodyRef, PushItemRef, PushResult};
 
 /// One validated item.
 pub struct Item {
@@ -70,7 +70,7 @@ pub async fn handle(app: &App, req: &Request) -> Result<Answer, ApiError> {
 
 /// Reads and validates a push body (borrowing its bytes until the items are made).
 pub fn parse(body: &[u8]) -> Result<Vec<Item>, ApiError> {
-    let body: PushBodyRef = read_body(body, |root| {
+    let body: PushBodyRef = read_body_scanned(body, scan::push_body, |root| {
         explain_items(root.req_array("items")?, "items")
     })?;
     validate_items(&body.items, "items")
