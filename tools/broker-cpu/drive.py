@@ -1,14 +1,17 @@
-"""The fixed workload of measure.sh: cycles of push 100 / wildcard pop 100 / ack 100 (the shape of
-scenarios/vs-peers.toml: 128-byte payloads, a transactionId each, one pop's batch acked whole).
+"""The fixed workload of measure.sh: cycles of push N / wildcard pop N / ack N, N = $BATCH or 100
+(the shape of scenarios/vs-peers.toml at 100, of drain-pop1's requests at 1: 128-byte payloads, a
+transactionId each, one pop's batch acked whole).
 
 Usage: drive.py PORT setup | drive.py PORT CYCLES
 """
 import http.client
 import json
+import os
 import sys
 import uuid
 
 PORT = int(sys.argv[1])
+BATCH = int(os.environ.get("BATCH", "100"))
 conn = http.client.HTTPConnection("127.0.0.1", PORT)
 
 
@@ -34,14 +37,14 @@ def cycle(number, seq):
             "transactionId": str(uuid.uuid4()),
             "payload": {"seq": seq + i, "pad": "x" * 100},
         }
-        for i in range(100)
+        for i in range(BATCH)
     ]
     status, text = call("POST", "/api/v1/push", {"items": items})
     assert status == 201, (status, text[:200])
-    status, text = call("GET", "/api/v1/pop/queue/vspeers?batch=100&partitions=1&wait=false")
+    status, text = call("GET", "/api/v1/pop/queue/vspeers?batch=%d&partitions=1&wait=false" % BATCH)
     assert status == 200, (status, text[:200])
     messages = json.loads(text)["messages"]
-    assert len(messages) == 100, len(messages)
+    assert len(messages) == BATCH, len(messages)
     acks = [
         {
             "transactionId": m["transactionId"],
@@ -60,4 +63,4 @@ if sys.argv[2] == "setup":
     setup()
 else:
     for n in range(int(sys.argv[2])):
-        cycle(n, n * 100)
+        cycle(n, n * BATCH)

@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
-# The broker's own instructions per message at pops of 100, counted by callgrind (repeatable on a
-# busy machine, unlike CPU time): a throwaway PostgreSQL, the broker under callgrind with its
-# defaults, 20 warm-up cycles, then CYCLES (default 50) cycles of push 100 / pop 100 / ack 100
-# counted. Prints the total and the instructions per message; keeps the profile for
+# The broker's own instructions per message at pops of BATCH (default 100), counted by callgrind
+# (repeatable on a busy machine, unlike CPU time): a throwaway PostgreSQL, the broker under
+# callgrind with its defaults, 20 warm-up cycles, then CYCLES (default 50) cycles of push BATCH /
+# pop BATCH / ack BATCH counted. Prints the total and the instructions per message; keeps the profile for
 # callgrind_annotate.
 #
-# Usage: tools/broker-cpu/measure.sh BROKER_BINARY [CYCLES] [OUT_DIR]
+# Usage: [BATCH=N] tools/broker-cpu/measure.sh BROKER_BINARY [CYCLES] [OUT_DIR]
 # (build it with: CARGO_PROFILE_RELEASE_DEBUG=1 cargo build --release -p ackbench-broker -p ackbench)
 set -euo pipefail
 BIN=$(realpath "$1")
 CYCLES=${2:-50}
+export BATCH=${BATCH:-100}
 OUT=${3:-$(mktemp -d /tmp/broker-cpu.XXXXXX)}
 HERE=$(cd "$(dirname "$0")" && pwd)
 PGBIN=/usr/lib/postgresql/15/bin
@@ -33,4 +34,4 @@ sleep 1
 PROFILE=$(ls -t "$OUT"/callgrind.out.* | head -1)
 TOTAL=$(callgrind_annotate "$PROFILE" 2>/dev/null | awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1}')
 echo "profile: $PROFILE"
-echo "instructions: $TOTAL over $((CYCLES * 100)) messages (push+pop+ack): $((TOTAL / (CYCLES * 100))) per message"
+echo "instructions: $TOTAL over $((CYCLES * BATCH)) messages (push+pop+ack): $((TOTAL / (CYCLES * BATCH))) per message"

@@ -36,6 +36,7 @@ use std::time::{Duration, Instant};
 
 use uuid::Uuid;
 
+use crate::fasthash::FastMap;
 use crate::peers::message::Event;
 
 /// The longest a peer's lease keeps a partition off this broker's lists: acks come within
@@ -98,28 +99,28 @@ struct GroupHot {
     /// Listed partitions, oldest pending first: (pending since, listing sequence, partition).
     ring: BTreeSet<(Instant, u64, Uuid)>,
     /// Each listed partition's key in `ring`.
-    listed: HashMap<Uuid, (Instant, u64)>,
+    listed: FastMap<Uuid, (Instant, u64)>,
     /// When each partition's current stretch of pending messages began.
-    pending_since: HashMap<Uuid, Instant>,
+    pending_since: FastMap<Uuid, Instant>,
     sequence: u64,
     /// Partitions this broker leased to the group: (span start, span end, lease expiry).
-    leased: HashMap<Uuid, (i64, i64, Instant)>,
+    leased: FastMap<Uuid, (i64, i64, Instant)>,
     /// Partitions another broker said it leased to the group. Kept apart from `leased`:
     /// nothing here is this broker's to expire or release.
-    peer_leased: HashMap<Uuid, PeerLease>,
+    peer_leased: FastMap<Uuid, PeerLease>,
     /// Other brokers' leases whose release came before their `Leased` (an ack through this
     /// broker, or another's notification, overtaking the notification of the lease).
     ended: EndedLeases,
     /// Per partition, the highest offset a completed release said the group consumed (its
     /// span's end, or the cursor the hash path answered): a push notified after the ack that
     /// consumed it lists nothing. Until a seed finds the partition poppable.
-    consumed: HashMap<Uuid, i64>,
+    consumed: FastMap<Uuid, i64>,
     expiries: BinaryHeap<Reverse<(Instant, Uuid)>>,
     /// Partitions listed by a hand-off, with the acked span's end, until its commit's release
     /// (which then leaves the listing to whoever takes it) or a pop that took it found nothing.
-    handed_off: HashMap<Uuid, i64>,
+    handed_off: FastMap<Uuid, i64>,
     /// The last span delivered per partition, to guess which cached segments a pop will need.
-    last_span: HashMap<Uuid, (i64, i64)>,
+    last_span: FastMap<Uuid, (i64, i64)>,
     seeded_at: Option<Instant>,
     /// When a partition the last seed left out as held back (delayed, in its window) becomes
     /// ready: the list is due for a reseed then.
@@ -281,14 +282,14 @@ impl EndedLeases {
 #[derive(Default)]
 struct QueueHot {
     /// Highest offset known written per partition (from pushes and claims).
-    last_offset: HashMap<Uuid, i64>,
+    last_offset: FastMap<Uuid, i64>,
     groups: HashMap<String, GroupHot>,
 }
 
 #[derive(Default)]
 struct State {
     queues: HashMap<QueueKey, QueueHot>,
-    queue_of: HashMap<Uuid, QueueKey>,
+    queue_of: FastMap<Uuid, QueueKey>,
 }
 
 /// Told of each lease expiry the hotlist observes: (partition, group).
