@@ -1,9 +1,12 @@
 //! PGMQ's installer: `tools/pgmq-install`, a program of its own that applies the SQL the `pgmq`
 //! crate embeds with the crate's own installer. It is not part of this workspace (its sqlx
-//! would add about a fifth to every build of the suite), so the first run with the PGMQ peer
-//! builds it with cargo, once; `ACKBENCH_PGMQ_INSTALLER` names a binary built elsewhere.
+//! would add about a fifth to every build of the suite), so a run with the PGMQ peer builds it
+//! with cargo before its first cell, when it is missing or older than its sources;
+//! `ACKBENCH_PGMQ_INSTALLER` names a binary built elsewhere.
 
 use std::path::{Path, PathBuf};
+use std::process::Output;
+use std::time::SystemTime;
 
 use tokio::process::Command;
 use tokio::sync::Mutex;
@@ -28,38 +31,57 @@ static BUILDING: Mutex<()> = Mutex::const_new(());
 /// command line), building the installer first if needed.
 pub async fn install(url: &str) -> Result<(), String> {
     let installer = ready().await?;
-    let output = Command::new(&installer)
-        .env("DATABASE_URL", url)
+    let mut command = Command::new(&installer);
+    command.env("DATABASE_URL", url);
+    run(command)
+        .await
+        .map(drop)
+        .map_err(|e| format!("pgmq: its installer ({}) {e}", installer.display()))
+}
+
+/// Runs `command` to its end: `Err` says whether it could not start or how it failed (its
+/// standard error).
+async fn run(mut command: Command) -> Result<Output, String> {
+    let output = command
         .output()
         .await
-        .map_err(|e| {
-            format!(
-                "pgmq: cannot run its installer {}: {e}",
-                installer.display()
-            )
-        })?;
+        .map_err(|e| format!("cannot run: {e}"))?;
     if output.status.success() {
-        return Ok(());
+        return Ok(output);
     }
     Err(format!(
-        "pgmq: its installer ({}) failed: {}",
-        installer.display(),
+        "failed ({}): {}",
+        output.status,
         String::from_utf8_lossy(&output.stderr).trim()
     ))
 }
 
-/// The installer binary: `ACKBENCH_PGMQ_INSTALLER`, else the built one, built now if missing
-/// (a run checks this before any cell, so the build never falls inside one).
+/// The installer binary: `ACKBENCH_PGMQ_INSTALLER`, else the built one, built now if it is
+/// missing or older than its sources (a run checks this before any cell, so the build never
+/// falls inside one).
 pub async fn ready() -> Result<PathBuf, String> {
     if let Ok(path) = std::env::var(INSTALLER_ENV) {
         return named(PathBuf::from(path));
     }
     let _one = BUILDING.lock().await;
     let path = built();
-    if !path.is_file() {
+    if older_than_sources(&path) {
         build().await?;
     }
     Ok(path)
+}
+
+/// Whether `binary` is missing or older than any source of the installer's project.
+fn older_than_sources(binary: &Path) -> bool {
+    let modified = |p: &Path| p.metadata().and_then(|m| m.modified()).ok();
+    let Some(built_at) = modified(binary) else {
+        return true;
+    };
+    let project = project();
+    let sources = ["Cargo.toml", "Cargo.lock", "src/main.rs"].map(|f| project.join(f));
+    sources
+        .iter()
+        .any(|f| modified(f).unwrap_or(SystemTime::UNIX_EPOCH) > built_at)
 }
 
 /// The binary `ACKBENCH_PGMQ_INSTALLER` names, if it is a file.
@@ -75,7 +97,8 @@ fn named(path: PathBuf) -> Result<PathBuf, String> {
     ))
 }
 
-/// `cargo build` of the installer's project, without debug info (it runs once per cell).
+/// `cargo build` of the installer's project, without debug info (built once, then run once
+/// per cell).
 async fn build() -> Result<(), String> {
     let manifest = project().join("Cargo.toml");
     let how = format!("cargo build --manifest-path {}", manifest.display());
@@ -87,24 +110,26 @@ async fn build() -> Result<(), String> {
             manifest.display()
         ));
     }
-    eprintln!("ackbench: building PGMQ's installer once (the pgmq crate's SQL): {how}");
-    let output = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+    eprintln!("ackbench: building PGMQ's installer (the pgmq crate's SQL): {how}");
+    let mut cargo = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    cargo
         .args(["build", "-q", "--manifest-path"])
         .arg(&manifest)
         .env("CARGO_TARGET_DIR", project().join("target"))
-        .env("CARGO_PROFILE_DEV_DEBUG", "false")
-        .output()
-        .await
-        .map_err(|e| {
-            format!("the PGMQ peer needs PGMQ's installer, and cargo cannot run to build it ({e}): build it with `{how}` or set {INSTALLER_ENV}")
-        })?;
-    if output.status.success() {
-        return Ok(());
-    }
-    Err(format!(
-        "the PGMQ peer needs PGMQ's installer, and building it failed (`{how}`): {}",
-        String::from_utf8_lossy(&output.stderr).trim()
-    ))
+        .env("CARGO_PROFILE_DEV_DEBUG", "false");
+    run(cargo).await.map_err(|e| {
+        format!(
+            "the PGMQ peer needs PGMQ's installer, and cargo {e} (`{how}`; or set \
+             {INSTALLER_ENV} to a binary built elsewhere)"
+        )
+    })?;
+    // Cargo leaves a binary it found up to date as it was; dated now, it is not rebuilt again
+    // for sources merely touched (a checkout) since.
+    std::fs::File::options()
+        .append(true)
+        .open(built())
+        .and_then(|f| f.set_modified(SystemTime::now()))
+        .map_err(|e| format!("pgmq: its installer was built but cannot be dated: {e}"))
 }
 
 #[cfg(test)]
@@ -124,6 +149,43 @@ mod tests {
             .join("..")
             .join(this_file);
         assert_eq!(named(here.clone()), Ok(here));
+    }
+
+    #[test]
+    fn an_installer_older_than_its_sources_is_rebuilt() {
+        assert!(older_than_sources(Path::new("/nonexistent/pgmq-install")));
+        let sources = project().join("src/main.rs");
+        let newest = ["Cargo.toml", "Cargo.lock", "src/main.rs"]
+            .iter()
+            .filter_map(|f| project().join(f).metadata().ok()?.modified().ok())
+            .max()
+            .expect("the project's sources are in the tree");
+        let binary = std::env::temp_dir().join(format!("pgmq-install-age-{}", std::process::id()));
+        let file = std::fs::File::create(&binary).unwrap();
+        file.set_modified(newest - std::time::Duration::from_secs(1))
+            .unwrap();
+        assert!(
+            older_than_sources(&binary),
+            "older than {}",
+            sources.display()
+        );
+        file.set_modified(newest + std::time::Duration::from_secs(1))
+            .unwrap();
+        assert!(!older_than_sources(&binary));
+        std::fs::remove_file(&binary).unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_failing_command_is_told_with_its_status_and_standard_error() {
+        let mut command = Command::new("sh");
+        command.args(["-c", "echo nothing here >&2; exit 3"]);
+        let e = run(command).await.unwrap_err();
+        assert!(
+            e.contains("exit status: 3") && e.contains("nothing here"),
+            "{e}"
+        );
+        let e = run(Command::new("/nonexistent/binary")).await.unwrap_err();
+        assert!(e.starts_with("cannot run"), "{e}");
     }
 
     #[test]
