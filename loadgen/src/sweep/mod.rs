@@ -8,10 +8,10 @@
 //! the target, at least 95% of the offered rate achieved and answered, the backlog bounded),
 //! with windows that lengthen after rejections near the knee. Repeats run the whole grid again,
 //! so a repeat's searches are spread over the sweep's time, odd repeats backwards, each search
-//! starting from the knee of the search before it in its own repeat. Before the first point it
-//! measures what the machine offers, its cores and its fsync rate, and before every search it
-//! probes the machine's fsync rate and CPU speed again (`probe`), so a machine whose speed moved
-//! during the sweep is named. `collect` turns the searches into the points of `sweep.json`;
+//! starting from the knee of the search before it in its own repeat. Before every search it
+//! probes the idle machine's fsync rate and CPU speed (`probe`), so a machine whose speed moved
+//! during the sweep is named; the cost model takes the machine's cores and the median of those
+//! fsync rates (or `--fsync-per-sec`). `collect` turns the searches into the points of `sweep.json`;
 //! `plan` answers from that document; `remodel` collects a finished sweep's searches again under
 //! this build's cost model.
 
@@ -231,8 +231,8 @@ async fn sweep(opts: &SweepOptions) -> Result<u8, String> {
     let mut env = Env::prepare(&opts.target.settings(), side, opts.out.clone()).await?;
     env.check_peers(&scenario.run.cells).await?;
     let pg_settings = check_pg_settings(&env, &scenario).await?;
-    let machine = machine_offer(&env, opts.fsync_per_sec).await?;
-    let sweeper = Sweeper {
+    let machine = machine_offer(&env, opts.fsync_per_sec);
+    let mut sweeper = Sweeper {
         opts,
         scenario: &scenario,
         plan,
@@ -245,6 +245,9 @@ async fn sweep(opts: &SweepOptions) -> Result<u8, String> {
     let started_at = now_iso();
     let mut probes = Vec::new();
     let (runs, complete, error) = sweeper.run_grid(&mut env, &mut probes).await;
+    if opts.fsync_per_sec.is_none() {
+        sweeper.machine.fsync_per_sec = median_fsync(&probes);
+    }
     let restored = sweeper.restore(&env).await;
     let mut results = sweeper.results(&env, &runs, complete && error.is_none(), started_at);
     results.warnings.extend(machine_drift(&probes));
@@ -284,32 +287,40 @@ async fn check_pg_settings(env: &Env, s: &Scenario) -> Result<Option<PgSettings>
     Ok(Some(PgSettings::check(pg, &settings, restartable).await?))
 }
 
-/// The machine's cores and fsync rate (probed unless given).
-async fn machine_offer(env: &Env, given: Option<f64>) -> Result<MachineOffer, String> {
-    let cores = affinity::available_cores() as f64;
+/// The machine's cores and fsync rate: given, or the median of the probes before each search
+/// (`median_fsync`, set once the searches ran; NaN until then).
+fn machine_offer(env: &Env, given: Option<f64>) -> MachineOffer {
     let (fsync_per_sec, fsync_source) = match (given, env.postgres.as_ref()) {
         (Some(f), _) => (f, "--fsync-per-sec".to_string()),
-        (None, Some(pg)) => {
-            let rate = probe::machine(pg).await?.fsync_per_sec;
-            eprintln!(
-                "ackbench: fsync probe: {} commits/s, each waiting for its own WAL flush",
-                format_number(rate)
-            );
-            (
-                rate,
-                format!(
-                    "probe: {} single-row INSERTs committed one by one with synchronous_commit on, one session",
-                    probe::PROBE_COMMITS
-                ),
-            )
-        }
+        (None, Some(_)) => (
+            f64::NAN,
+            format!(
+                "probe: the median of the probes before each search, each {} single-row INSERTs committed one by one with synchronous_commit on, one session",
+                probe::PROBE_COMMITS
+            ),
+        ),
         (None, None) => (f64::NAN, "unknown: no PostgreSQL measured".to_string()),
     };
-    Ok(MachineOffer {
-        cores,
+    MachineOffer {
+        cores: affinity::available_cores() as f64,
         fsync_per_sec,
         fsync_source,
-    })
+    }
+}
+
+/// The median fsync rate of the probes that measured one (NaN when none did).
+fn median_fsync(probes: &[SearchProbe]) -> f64 {
+    let mut rates: Vec<f64> = probes
+        .iter()
+        .map(|p| p.fsync_per_sec)
+        .filter(|f| f.is_finite())
+        .collect();
+    rates.sort_by(f64::total_cmp);
+    match rates.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => rates[n / 2],
+        n => (rates[n / 2 - 1] + rates[n / 2]) / 2.0,
+    }
 }
 
 /// The searches of one point, in the order run.
@@ -690,7 +701,26 @@ pub fn summary(r: &SweepResults) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::walk;
+    use super::{median_fsync, walk};
+    use ackbench_reports::sweep::SearchProbe;
+
+    #[test]
+    fn the_machine_fsync_rate_is_the_median_of_the_probes_that_measured_one() {
+        let probe = |fsync_per_sec| SearchProbe {
+            point: 1,
+            repeat: 1,
+            fsync_per_sec,
+            cpu_ms: 30.0,
+        };
+        let rates = |r: &[f64]| r.iter().map(|&f| probe(f)).collect::<Vec<_>>();
+        assert_eq!(
+            median_fsync(&rates(&[900.0, f64::NAN, 300.0, 600.0])),
+            600.0
+        );
+        assert_eq!(median_fsync(&rates(&[800.0, 400.0])), 600.0);
+        assert!(median_fsync(&rates(&[f64::NAN])).is_nan());
+        assert!(median_fsync(&[]).is_nan());
+    }
 
     #[test]
     fn repeats_walk_the_grid_forwards_then_backwards() {
