@@ -30,6 +30,8 @@ use ackbench_reports::results::Audit;
 use ackbench_wire::TxnHash;
 
 pub mod retired;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 
 use retired::{Origin, PushOrigin, Retired};
 
@@ -756,39 +758,12 @@ mod tests {
 #[cfg(test)]
 mod retiring_tests {
     use super::*;
+    use crate::testing::{deliver, id, push, ACK, PREFIX};
     use ackbench_wire::txn_hash;
-
-    const PREFIX: &str = "t-1-";
-
-    fn id(seq: u64, index: u32) -> String {
-        format!("{PREFIX}{seq}-{index}")
-    }
-
-    /// Books push `seq` of `len` messages as the producer does.
-    fn push(l: &Ledger, seq: u64, len: u32) -> Vec<String> {
-        let ids: Vec<String> = (0..len).map(|i| id(seq, i)).collect();
-        let hashes: Vec<TxnHash> = ids.iter().map(|t| txn_hash(t)).collect();
-        l.sending(&hashes);
-        l.pushed_from(Some(PushOrigin::new(PREFIX, seq)), &hashes);
-        ids
-    }
-
-    /// Delivers `ids` to `group` as a consumer does; returns the redeliveries.
-    fn deliver(l: &Ledger, group: usize, ids: &[String]) -> u64 {
-        let hashes: Vec<TxnHash> = ids.iter().map(|t| txn_hash(t)).collect();
-        let origins: Vec<Option<Origin>> = ids.iter().map(|t| Origin::of(t)).collect();
-        l.delivered_from(group, &hashes, &origins)
-    }
 
     fn answer(l: &Ledger, group: usize, t: &str, answer: Answer) -> Option<FirstAck> {
         l.answered_from(group, &txn_hash(t), Origin::of(t).as_ref(), answer)
     }
-
-    const ACK: Answer = Answer {
-        acked: true,
-        dead_lettered: false,
-        dropped: false,
-    };
 
     /// Pushes `pushes` pushes of 10, delivers and acks each in `groups` groups: all retire.
     fn settled(groups: usize, pushes: u64) -> Ledger {

@@ -4,39 +4,17 @@
 
 use std::time::{Duration, Instant};
 
-use ackbench_ledger::retired::{Origin, PushOrigin};
-use ackbench_ledger::{Answer, Ledger};
+use ackbench_ledger::retired::Origin;
+use ackbench_ledger::testing::{self, id, push, ACK};
+use ackbench_ledger::Ledger;
 use ackbench_reports::results::{Audit, Promises};
-use ackbench_wire::{txn_hash, TxnHash};
+use ackbench_wire::txn_hash;
 
 use super::{AckOutcome, History, Pop, Popped, Status, Verdict};
 
-const PREFIX: &str = "t-1-";
-
-const ACK: Answer = Answer {
-    acked: true,
-    dead_lettered: false,
-    dropped: false,
-};
-
-fn id(seq: u64, index: u32) -> String {
-    format!("{PREFIX}{seq}-{index}")
-}
-
-/// Books push `seq` of `len` messages as the producer does.
-fn push(l: &Ledger, seq: u64, len: u32) -> Vec<String> {
-    let ids: Vec<String> = (0..len).map(|i| id(seq, i)).collect();
-    let hashes: Vec<TxnHash> = ids.iter().map(|t| txn_hash(t)).collect();
-    l.sending(&hashes);
-    l.pushed_from(Some(PushOrigin::new(PREFIX, seq)), &hashes);
-    ids
-}
-
 /// Delivers `ids` to group 0, as a consumer does.
 fn deliver(l: &Ledger, ids: &[String]) {
-    let hashes: Vec<TxnHash> = ids.iter().map(|t| txn_hash(t)).collect();
-    let origins: Vec<Option<Origin>> = ids.iter().map(|t| Origin::of(t)).collect();
-    l.delivered_from(0, &hashes, &origins);
+    testing::deliver(l, 0, ids);
 }
 
 /// Answers each of `ids` in group 0 with an ack.
