@@ -2,10 +2,13 @@
 //! hashes, the per-request grouping of pushed and acked items): a seeded multiply-fold over
 //! 8-byte words, a few instructions per key where the standard SipHash spent hundreds.
 //!
-//! The seed is drawn per map from the standard library's random keys, so bucket positions are
-//! not predictable from the keys alone. The keys of the long-lived maps are xxh3 hashes of
+//! Each map gets its own seed, the next of a per-thread sequence that starts from the standard
+//! library's random keys (a splitmix64 step: a few instructions, where drawing from
+//! `RandomState` and hashing cost a few hundred for every map a request made), so bucket
+//! positions are not predictable from the keys alone. The keys of the long-lived maps are xxh3 hashes of
 //! transactionIds: colliding there takes 64-bit collisions of xxh3, not of this fold.
 
+use std::cell::Cell;
 use std::collections::hash_map::RandomState;
 use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasher, Hasher};
@@ -21,12 +24,29 @@ pub struct FoldState {
     seed: u64,
 }
 
+thread_local! {
+    /// Where this thread's sequence of seeds is: a random start, stepped once per map.
+    static SEEDS: Cell<u64> = Cell::new(RandomState::new().hash_one(0x5eed_u64));
+}
+
 impl Default for FoldState {
     fn default() -> FoldState {
+        let step = SEEDS.with(|s| {
+            let next = s.get().wrapping_add(MULTIPLIER);
+            s.set(next);
+            next
+        });
         FoldState {
-            seed: RandomState::new().hash_one(0x5eed_u64),
+            seed: splitmix(step),
         }
     }
+}
+
+/// splitmix64's output function: consecutive steps give unrelated seeds.
+fn splitmix(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
 }
 
 impl BuildHasher for FoldState {
@@ -109,6 +129,14 @@ mod tests {
         let low = |k: u64| state.hash_one(k) & 0xff;
         let spread: HashSet<u64> = (0..256u64).map(low).collect();
         assert!(spread.len() > 140, "{} buckets of 256", spread.len());
+    }
+
+    #[test]
+    fn every_map_gets_a_seed_of_its_own() {
+        let seeds: HashSet<u64> = (0..1000).map(|_| FoldState::default().seed).collect();
+        assert_eq!(seeds.len(), 1000);
+        let (a, b) = (FoldState::default(), FoldState::default());
+        assert_ne!(a.hash_one("p-1"), b.hash_one("p-1"));
     }
 
     #[test]

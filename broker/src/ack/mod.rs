@@ -165,16 +165,24 @@ pub fn group_items(items: Vec<AckItem>) -> Vec<AckGroup> {
 }
 
 /// Each item's group (numbered in order of first appearance), and per group its first item and
-/// size. Keys borrow the items: nothing is copied per item.
+/// size. Keys borrow the items: nothing is copied per item. The usual request (one pop's answer
+/// acked whole) is one group, found without a map.
 fn group_positions(items: &[AckItem]) -> (Vec<usize>, Vec<(usize, usize)>) {
+    fn key(item: &AckItem) -> (Uuid, &str, &str) {
+        (item.partition_id, &item.consumer_group, &item.lease_id)
+    }
+    if let Some(first) = items.first() {
+        if items.iter().all(|item| key(item) == key(first)) {
+            return (vec![0; items.len()], vec![(0, items.len())]);
+        }
+    }
     let mut index: crate::fasthash::FastMap<(Uuid, &str, &str), usize> = Default::default();
     let mut firsts: Vec<(usize, usize)> = Vec::new();
     let of_item = items
         .iter()
         .enumerate()
         .map(|(i, item)| {
-            let key = (item.partition_id, &*item.consumer_group, &*item.lease_id);
-            let g = *index.entry(key).or_insert_with(|| {
+            let g = *index.entry(key(item)).or_insert_with(|| {
                 firsts.push((i, 0));
                 firsts.len() - 1
             });
@@ -411,4 +419,52 @@ pub fn adopt_peer_delivery(app: &App, event: &Event) -> bool {
         lease: std::time::Duration::from_millis(*lease_ms),
     });
     true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn item(index: usize, partition: u128, lease: &str) -> AckItem {
+        AckItem {
+            index,
+            transaction_id: format!("t-{index}"),
+            partition_id: Uuid::from_u128(partition),
+            consumer_group: ackbench_wire::QUEUE_MODE_GROUP.to_string(),
+            lease_id: lease.to_string(),
+            status: AckStatus::Completed,
+            error: None,
+        }
+    }
+
+    fn shape(groups: &[AckGroup]) -> Vec<(u128, String, Vec<usize>)> {
+        groups
+            .iter()
+            .map(|g| {
+                let indexes = g.items.iter().map(|i| i.index).collect();
+                (g.partition_id.as_u128(), g.lease_id.clone(), indexes)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn items_group_by_partition_group_and_lease_in_order_of_first_appearance() {
+        let one = group_items((0..3).map(|i| item(i, 7, "l")).collect());
+        assert_eq!(shape(&one), [(7, "l".to_string(), vec![0, 1, 2])]);
+        let mixed = group_items(vec![
+            item(0, 7, "l"),
+            item(1, 8, "l"),
+            item(2, 7, "l"),
+            item(3, 7, ""),
+        ]);
+        assert_eq!(
+            shape(&mixed),
+            [
+                (7, "l".to_string(), vec![0, 2]),
+                (8, "l".to_string(), vec![1]),
+                (7, String::new(), vec![3]),
+            ]
+        );
+        assert!(group_items(Vec::new()).is_empty());
+    }
 }

@@ -1,5 +1,7 @@
 //! The route table: (method, path) to a `Route` with its decoded path parameters.
 
+use std::borrow::Cow;
+
 use hyper::{Method, StatusCode};
 use percent_encoding::percent_decode_str;
 
@@ -72,15 +74,15 @@ impl Route {
 /// Maps a request line to its route: 404 for an unknown path, 405 for a known path with the
 /// wrong method.
 pub fn route(method: &Method, path: &str) -> Result<Route, ApiError> {
-    let raw: Vec<&str> = path.trim_end_matches('/').split('/').skip(1).collect();
-    let mut segs = Vec::with_capacity(raw.len());
-    for s in &raw {
+    // Segments borrow the path unless percent-decoding changed them.
+    let mut segs: Vec<Cow<str>> = Vec::with_capacity(8);
+    for s in path.trim_end_matches('/').split('/').skip(1) {
         let decoded = percent_decode_str(s)
             .decode_utf8()
             .map_err(|_| ApiError::bad_request(format!("path segment `{s}` is not valid UTF-8")))?;
-        segs.push(decoded.into_owned());
+        segs.push(decoded);
     }
-    let s: Vec<&str> = segs.iter().map(String::as_str).collect();
+    let s: Vec<&str> = segs.iter().map(|seg| seg.as_ref()).collect();
     let (allowed, route) = match s.as_slice() {
         ["health"] => (Method::GET, Route::Health),
         ["metrics"] => (Method::GET, Route::Metrics),
