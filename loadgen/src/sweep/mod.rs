@@ -310,17 +310,12 @@ fn machine_offer(env: &Env, given: Option<f64>) -> MachineOffer {
 
 /// The median fsync rate of the probes that measured one (NaN when none did).
 fn median_fsync(probes: &[SearchProbe]) -> f64 {
-    let mut rates: Vec<f64> = probes
+    let rates: Vec<f64> = probes
         .iter()
         .map(|p| p.fsync_per_sec)
         .filter(|f| f.is_finite())
         .collect();
-    rates.sort_by(f64::total_cmp);
-    match rates.len() {
-        0 => f64::NAN,
-        n if n % 2 == 1 => rates[n / 2],
-        n => (rates[n / 2 - 1] + rates[n / 2]) / 2.0,
-    }
+    crate::trend::stats::median(&rates)
 }
 
 /// The searches of one point, in the order run.
