@@ -24,6 +24,9 @@ fn built() -> PathBuf {
     project().join("target/debug/pgmq-install")
 }
 
+/// The installer's sources, relative to its project: a binary older than any of them is rebuilt.
+const SOURCES: [&str; 3] = ["Cargo.toml", "Cargo.lock", "src/main.rs"];
+
 /// One build at a time within this process (cargo's own lock covers other processes).
 static BUILDING: Mutex<()> = Mutex::const_new(());
 
@@ -78,10 +81,9 @@ fn older_than_sources(binary: &Path) -> bool {
         return true;
     };
     let project = project();
-    let sources = ["Cargo.toml", "Cargo.lock", "src/main.rs"].map(|f| project.join(f));
-    sources
+    SOURCES
         .iter()
-        .any(|f| modified(f).unwrap_or(SystemTime::UNIX_EPOCH) > built_at)
+        .any(|f| modified(&project.join(f)).unwrap_or(SystemTime::UNIX_EPOCH) > built_at)
 }
 
 /// The binary `ACKBENCH_PGMQ_INSTALLER` names, if it is a file.
@@ -155,7 +157,7 @@ mod tests {
     fn an_installer_older_than_its_sources_is_rebuilt() {
         assert!(older_than_sources(Path::new("/nonexistent/pgmq-install")));
         let sources = project().join("src/main.rs");
-        let newest = ["Cargo.toml", "Cargo.lock", "src/main.rs"]
+        let newest = SOURCES
             .iter()
             .filter_map(|f| project().join(f).metadata().ok()?.modified().ok())
             .max()
