@@ -28,9 +28,18 @@ pub fn read_body<'a, T: Deserialize<'a>>(
     body: &'a [u8],
     explain: impl FnOnce(&Fields<'_>) -> Result<(), ApiError>,
 ) -> Result<T, ApiError> {
+    read_checked(body, std::str::from_utf8(body), explain)
+}
+
+/// `read_body` with `body` already checked as UTF-8 (`text`).
+fn read_checked<'a, T: Deserialize<'a>>(
+    body: &'a [u8],
+    text: Result<&'a str, std::str::Utf8Error>,
+    explain: impl FnOnce(&Fields<'_>) -> Result<(), ApiError>,
+) -> Result<T, ApiError> {
     // serde would also read a struct from a JSON array, positionally; the wire wants objects.
     let object = body.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{');
-    let parsed = match (object, std::str::from_utf8(body)) {
+    let parsed = match (object, text) {
         // Checked as UTF-8 once, whole: read from a `str`, serde_json does not check every
         // string (and raw payload) again, which was a large part of reading a push or an ack.
         (true, Ok(text)) => serde_json::from_str(text).map_err(|e| e.to_string()),
@@ -57,9 +66,10 @@ pub fn read_body_scanned<'a, T: Deserialize<'a>>(
     scan: fn(&'a str) -> Option<T>,
     explain: impl FnOnce(&Fields<'_>) -> Result<(), ApiError>,
 ) -> Result<T, ApiError> {
-    match std::str::from_utf8(body).ok().and_then(scan) {
+    let text = std::str::from_utf8(body);
+    match text.ok().and_then(scan) {
         Some(t) => Ok(t),
-        None => read_body(body, explain),
+        None => read_checked(body, text, explain),
     }
 }
 
