@@ -198,6 +198,11 @@ scalars! {
     /// (embedded brokers only; absent before schema version 2).
     #[serde(default = "crate::stats::absent")]
     BrokerCpuUsPerRequest broker_cpu_us_per_request ("Broker CPU per request", "µs/request", "µs", WallClock, Lower, Number, Nothing, []);
+    /// The share of the machine's CPU time the host took from it over the window (`/proc/stat`
+    /// steal): a round measured under steal is slower for reasons outside the systems under
+    /// test (NaN where the kernel does not account it, and in older documents).
+    #[serde(default = "crate::stats::absent")]
+    HostStealShare host_steal_share ("Host steal", "share", "% steal", WallClock, Lower, Percent, Nothing, [Summary]);
 }
 
 /// Declares a small closed set of names (operations, percentiles) with their text.

@@ -416,6 +416,37 @@ fn audit_rows_and_verdict() {
 }
 
 #[test]
+fn a_round_the_host_slowed_is_named_in_the_verdict() {
+    let mut r = small_results();
+    let quiet = &model::build(&r).runs[0];
+    assert!(!quiet.verdict.items.iter().any(|(_, t)| t.contains("steal")));
+    // Just below the bound in one cell, above it in another's second round: only that one is
+    // named, with its share; a warning, not a failure.
+    r.cells[1].rounds[0].figures.host_steal_share = model::HOST_STEAL_WARN - 0.001;
+    r.cells[2].rounds[1].figures.host_steal_share = 0.12;
+    let run = &model::build(&r).runs[0];
+    let stolen: Vec<&String> = run
+        .verdict
+        .items
+        .iter()
+        .filter(|(_, t)| t.contains("steal"))
+        .map(|(s, t)| {
+            assert_eq!(*s, Status::Warning);
+            t
+        })
+        .collect();
+    assert_eq!(stolen.len(), 1, "{stolen:?}");
+    let name = &r.cells[2].name;
+    assert!(
+        stolen[0].starts_with(&format!("{name}: the host took CPU time"))
+            && stolen[0].contains("in round 2 (12 %)"),
+        "{}",
+        stolen[0]
+    );
+    assert_eq!(run.verdict.status, Status::Passed);
+}
+
+#[test]
 fn an_interrupted_cell_counts_its_in_flight_messages_as_undrained_not_lost() {
     let mut r = small_results();
     r.complete = false;

@@ -10,6 +10,7 @@ use tokio::sync::watch;
 
 use crate::driver::system::Installed;
 use crate::measure::broker_metrics::Exposition;
+use crate::measure::host_cpu::HostCpu;
 use crate::measure::pg_counters::{live_sample, LiveCounters, PgSnapshot};
 use crate::target::broker::process_cpu_seconds;
 use crate::workload::{CellContext, CounterValues, Phase};
@@ -28,6 +29,8 @@ pub struct Edge {
     pub loadgen_cpu: f64,
     /// CPU seconds of each broker process this run started (none for an external broker).
     pub broker_cpus: Vec<f64>,
+    /// The machine's CPU accounting (its steal), where the kernel has it.
+    pub host: Option<HostCpu>,
 }
 
 impl Edge {
@@ -52,6 +55,7 @@ impl Edge {
                 .iter()
                 .map(|p| p.cpu_seconds().unwrap_or(f64::NAN))
                 .collect(),
+            host: HostCpu::read(),
         }
     }
 

@@ -25,6 +25,8 @@ pub struct WindowDeltas<'a> {
     pub loadgen_cpu_secs: f64,
     /// CPU seconds of the broker process over the window (NaN when unknown).
     pub broker_cpu_secs: f64,
+    /// The share of the machine's CPU time the host took over the window (NaN when unknown).
+    pub host_steal_share: f64,
 }
 
 /// `a / b`, NaN when `b` is zero (a ratio that does not exist is not zero).
@@ -94,6 +96,7 @@ pub fn derive(d: &WindowDeltas<'_>) -> Figures<f64> {
         loadgen_cpu_us_per_op: ratio(d.loadgen_cpu_secs * 1e6, requests),
         broker_cpu_cores: ratio(d.broker_cpu_secs, d.window_secs),
         broker_cpu_us_per_request: ratio(d.broker_cpu_secs * 1e6, served),
+        host_steal_share: d.host_steal_share,
     }
 }
 
@@ -223,6 +226,7 @@ mod tests {
             histograms: &histograms,
             loadgen_cpu_secs: 0.08,
             broker_cpu_secs: 5.0,
+            host_steal_share: 0.02,
         });
         assert_eq!(f.ack_throughput, 100.0);
         assert_eq!(f.push_throughput, 120.0);
@@ -242,6 +246,7 @@ mod tests {
         assert_eq!(f.fusion_rows_per_commit, 8.0);
         assert_eq!(f.loadgen_cpu_us_per_op, 100.0);
         assert_eq!(f.broker_cpu_cores, 0.5);
+        assert_eq!(f.host_steal_share, 0.02);
         assert_eq!(
             f.broker_cpu_us_per_request, 2500.0,
             "5 s over the 2000 requests the broker counted"
@@ -315,6 +320,7 @@ queen_peer_deliveries_refused_total 1
             histograms: &BTreeMap::new(),
             loadgen_cpu_secs: 0.0,
             broker_cpu_secs: f64::NAN,
+            host_steal_share: f64::NAN,
         });
         assert!(f.commits_per_ack.is_nan());
         assert!(f.registry_hit_rate.is_nan());
@@ -338,6 +344,7 @@ queen_peer_deliveries_refused_total 1
             histograms: &BTreeMap::new(),
             loadgen_cpu_secs: 0.01,
             broker_cpu_secs: 1.0,
+            host_steal_share: 0.0,
         });
         assert_eq!(f.loadgen_cpu_us_per_op, 20.0);
         assert_eq!(

@@ -4,6 +4,7 @@
 
 pub mod broker_metrics;
 pub mod figures;
+pub mod host_cpu;
 pub mod latency;
 pub mod minutes;
 pub mod pg_counters;

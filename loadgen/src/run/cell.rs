@@ -22,6 +22,7 @@ use crate::lifecycle::CellRound;
 use crate::live;
 use crate::measure::broker_metrics::{self, Scrape};
 use crate::measure::figures::{derive, per_broker, BrokerWindow, WindowDeltas};
+use crate::measure::host_cpu::HostCpu;
 use crate::measure::minutes::{self, MinuteClock, Reading, MINUTE_SECS};
 use crate::measure::pg_counters::PgSnapshot;
 use crate::progress::Progress;
@@ -271,6 +272,7 @@ struct Measured {
     counters: CounterValues,
     loadgen_cpu: f64,
     broker_cpu: f64,
+    host_steal_share: f64,
 }
 
 impl Measured {
@@ -300,6 +302,7 @@ impl Measured {
             counters: w.end.counters.since(&w.start.counters),
             loadgen_cpu: w.end.loadgen_cpu - w.start.loadgen_cpu,
             broker_cpu: w.end.broker_cpu() - w.start.broker_cpu(),
+            host_steal_share: HostCpu::steal_share_since(w.end.host, w.start.host),
         }
     }
 
@@ -321,6 +324,7 @@ impl Measured {
             histograms: &histograms,
             loadgen_cpu_secs: self.loadgen_cpu,
             broker_cpu_secs: self.broker_cpu,
+            host_steal_share: self.host_steal_share,
         });
         RoundResults {
             round: cr.round,

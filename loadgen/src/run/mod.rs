@@ -9,6 +9,7 @@ use std::time::SystemTime;
 
 use tokio::sync::watch;
 
+use ackbench_reports::model::HOST_STEAL_WARN;
 use ackbench_reports::results::{
     summarize, Audit, CellResults, Figures, Results, RoundResults, RunMeta, SecondSample, Summary,
     TopologyMeta, SCHEMA_VERSION,
@@ -322,7 +323,7 @@ fn one_line(cr: &CellRound<'_>, r: &RoundResults) -> String {
     let f = &r.figures;
     let ack_p99 = f.latency_ms.get("ack").map(|p| p.p99).unwrap_or(f64::NAN);
     format!(
-        "[{}] {} r{}: ack {}/s, push {}/s, ack commits/ack {}, commits/ack {}, pg ms/ack {}, ack p99 {} ms, audit {}",
+        "[{}] {} r{}: ack {}/s, push {}/s, ack commits/ack {}, commits/ack {}, pg ms/ack {}, ack p99 {} ms, audit {}{}",
         cr.scenario.name,
         cr.name,
         cr.round,
@@ -332,8 +333,22 @@ fn one_line(cr: &CellRound<'_>, r: &RoundResults) -> String {
         figure_text(f.commits_per_ack, 3),
         figure_text(f.pg_exec_ms_per_ack, 4),
         figure_text(ack_p99, 2),
-        audit_words(&r.audit)
+        audit_words(&r.audit),
+        steal_words(f.host_steal_share)
     )
+}
+
+/// `; the host took 7 % of the CPU (steal)` when it took at least 1 %, with a warning from
+/// `HOST_STEAL_WARN` on.
+fn steal_words(share: f64) -> String {
+    match share {
+        s if s >= HOST_STEAL_WARN => format!(
+            "; the host took {:.0} % of the CPU (steal): its timings are slowed by the host",
+            100.0 * s
+        ),
+        s if s >= 0.01 => format!("; the host took {:.0} % of the CPU (steal)", 100.0 * s),
+        _ => String::new(),
+    }
 }
 
 /// A drain scenario's (no producers) warning when its backlog reached zero before the measured

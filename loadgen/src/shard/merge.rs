@@ -206,6 +206,11 @@ pub fn merge_round(
         histograms: &histograms,
         loadgen_cpu_secs,
         broker_cpu_secs: first.figures.broker_cpu_cores * first.window_secs,
+        // The most any shard's machine lost to its host (each shard reads its own).
+        host_steal_share: parts
+            .iter()
+            .map(|r| r.figures.host_steal_share)
+            .fold(f64::NAN, f64::max),
     });
     Ok(RoundResults {
         round: first.round,

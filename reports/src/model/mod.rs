@@ -37,7 +37,7 @@ pub use topology::{
     broker_shares, topology_table, BrokerShare, TopologyRow, TopologyTable, TOPOLOGY_FIGURES,
     TOPOLOGY_NOTE,
 };
-pub use verdict::{Header, Status, Verdict};
+pub use verdict::{Header, Status, Verdict, HOST_STEAL_WARN};
 
 use bars::{accelerator_chart, commits_by_procedure, compare_bar_chart, pg_ms_by_procedure};
 use latency::{histogram_chart, spectrum_chart};

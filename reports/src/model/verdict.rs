@@ -2,7 +2,7 @@
 //! and the gates, summed up in one headline.
 
 use super::format::{format_number, gib, group_thousands, secs};
-use crate::results::{GateOutcome, Results, RunMeta};
+use crate::results::{CellResults, GateOutcome, Results, RunMeta};
 
 /// A run's facts: what ran, when, where.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -275,10 +275,16 @@ fn undrained_item(r: &Results) -> Option<(Status, String)> {
     })
 }
 
-/// Worth a look per cell: a drain that did not finish, request errors.
+/// A round whose host took at least this share of the machine's CPU time (steal) is flagged:
+/// steal comes in stalls of whole CPUs, which slow a latency-bound chain (a flush, a commit, a
+/// consumer's round trip) far more than their share.
+pub const HOST_STEAL_WARN: f64 = 0.05;
+
+/// Worth a look per cell: a drain that did not finish, request errors, rounds the host slowed.
 fn cell_warnings(r: &Results) -> Vec<(Status, String)> {
     let mut items = Vec::new();
     for c in &r.cells {
+        items.extend(steal_warning(c));
         let a = &c.summary.audit;
         if !a.drained {
             let text = if a.undrained == 0 && a.still_queued > 0 {
@@ -306,6 +312,29 @@ fn cell_warnings(r: &Results) -> Vec<(Status, String)> {
         }
     }
     items
+}
+
+/// The rounds of `c` measured while the host took at least `HOST_STEAL_WARN` of the machine's
+/// CPU, if any.
+fn steal_warning(c: &CellResults) -> Option<(Status, String)> {
+    let stolen: Vec<String> = c
+        .rounds
+        .iter()
+        .filter(|r| r.figures.host_steal_share >= HOST_STEAL_WARN)
+        .map(|r| {
+            let share = 100.0 * r.figures.host_steal_share;
+            format!("round {} ({share:.0} %)", r.round)
+        })
+        .collect();
+    if stolen.is_empty() {
+        return None;
+    }
+    let text = format!(
+        "{}: the host took CPU time from this machine (steal) in {}: the timings of such a round are slowed by the host's other guests, not only by what ran here; compare them with care, or run again.",
+        c.name,
+        stolen.join(", ")
+    );
+    Some((Status::Warning, text))
 }
 
 /// How many gates held, failed, were inconclusive and were not judged, and the names of those

@@ -344,6 +344,7 @@ fn round(
         broker_cpu_cores: 0.55 * rng.jitter(0.1),
         // Not jittered: drawing one more number would shift every later draw (and the fixture).
         broker_cpu_us_per_request: 180.0,
+        host_steal_share: 0.0,
     };
     let drained_total = pushed as u64 + 150;
     let dead_lettered = 0;
