@@ -62,11 +62,11 @@ impl Search<'_> {
             .install(self.env, &first, &tag)
             .await
             .map_err(|e| (None, e))?;
-        let (steps, end) = self.climb(c, installed.as_ref(), &label, progress).await;
+        let (steps, remeasured, end) = self.climb(c, installed.as_ref(), &label, progress).await;
         if let Some(note) = installed.into_site().release(self.env).await {
             progress.say(&format!("{label}: {note}"));
         }
-        let cell = self.cell_results(c, steps, &end);
+        let cell = self.cell_results(c, (steps, remeasured), &end);
         match end {
             LadderEnd::Failed(e) => Err((Some(cell), e)),
             LadderEnd::Interrupted => Ok((cell, true)),
@@ -74,24 +74,26 @@ impl Search<'_> {
         }
     }
 
-    /// Measures the rates the search asks for on `system` until it ends.
+    /// Measures the rates the search asks for on `system` until it ends: the steps whose
+    /// verdicts count, and those measured again because the host slowed them.
     async fn climb(
         &self,
         c: Cell,
         system: &dyn Installed,
         label: &str,
         progress: &mut Progress,
-    ) -> (Vec<Step>, LadderEnd) {
+    ) -> (Vec<Step>, Vec<Step>, LadderEnd) {
         let mut steps: Vec<Step> = Vec::new();
+        let mut remeasured: Vec<Step> = Vec::new();
         loop {
             let rate = match verdict::next_rate(&steps, &self.bounds(c)) {
                 verdict::Next::Try(rate) => rate,
-                end => return (steps, LadderEnd::Searched(end)),
+                end => return (steps, remeasured, LadderEnd::Searched(end)),
             };
             if *self.cancel.borrow() {
-                return (steps, LadderEnd::Interrupted);
+                return (steps, remeasured, LadderEnd::Interrupted);
             }
-            let index = steps.len() as u32 + 1;
+            let index = (steps.len() + remeasured.len()) as u32 + 1;
             let scenario = at_rate(self.scenario, rate);
             let cr = self.round(&scenario, c, index);
             let step_label = format!("{label} step {index} @ {} msg/s", amount(rate));
@@ -115,9 +117,20 @@ impl Search<'_> {
                 progress,
             );
             match measured.await {
-                Ok(Some(step)) => steps.push(self.judge(step, &step_label, progress)),
-                Ok(None) => return (steps, LadderEnd::Interrupted),
-                Err(e) => return (steps, LadderEnd::Failed(e)),
+                Ok(Some(step)) => {
+                    let step = self.judge(step, &step_label, progress);
+                    if verdict::slowed_by_host(&step, &remeasured) {
+                        progress.say(&format!(
+                            "{step_label}: the host took {:.0} % of the machine's CPU (steal) in this window: measuring this rate again",
+                            100.0 * step.host_steal_share
+                        ));
+                        remeasured.push(step);
+                    } else {
+                        steps.push(step);
+                    }
+                }
+                Ok(None) => return (steps, remeasured, LadderEnd::Interrupted),
+                Err(e) => return (steps, remeasured, LadderEnd::Failed(e)),
             }
         }
     }
@@ -165,9 +178,11 @@ impl Search<'_> {
         step
     }
 
-    /// The cell's document: its steps by offered rate (each keeps its index, the order it ran
-    /// in), the sustained rate and knee, and why the search ended.
-    fn cell_results(&self, c: Cell, mut steps: Vec<Step>, end: &LadderEnd) -> CapacityCell {
+    /// The cell's document: its counted steps by offered rate (each keeps its index, the order
+    /// it ran in) and those measured again, the sustained rate and knee, and why the search
+    /// ended.
+    fn cell_results(&self, c: Cell, ran: (Vec<Step>, Vec<Step>), end: &LadderEnd) -> CapacityCell {
+        let (mut steps, remeasured) = ran;
         steps.sort_by(|a, b| a.offered_rate.total_cmp(&b.offered_rate));
         let (sustained_rate, knee_rate) = verdict::select(&steps);
         CapacityCell {
@@ -175,6 +190,7 @@ impl Search<'_> {
             registry: c.registry(),
             fusion: c.fusion(),
             steps,
+            remeasured,
             sustained_rate,
             knee_rate,
             stopped: self.stopped_words(end, sustained_rate, knee_rate),

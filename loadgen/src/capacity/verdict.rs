@@ -5,6 +5,7 @@
 use super::model::{Condition, Criteria, Failure, Plan, Step};
 use ackbench_reports::capacity::amount;
 use ackbench_reports::capacity::MAX_WINDOW_FACTOR;
+use ackbench_reports::model::HOST_STEAL_WARN;
 
 /// The most steps a ladder may have.
 pub const MAX_STEPS: usize = 100;
@@ -211,6 +212,18 @@ pub fn apply(s: &mut Step, c: &Criteria) {
     s.failed = judge(s, c);
     s.sustained = s.failed.is_empty();
     s.loadgen_warnings = loadgen_warnings(s, c);
+}
+
+/// Whether a judged step is to be measured again instead of counting: it failed while the host
+/// took at least `HOST_STEAL_WARN` of the machine's CPU (steal stalls whole CPUs, which a
+/// latency SLO feels far beyond its share), and its rate was not measured again already (so a
+/// host that keeps stealing ends the search as it would have, one step later).
+pub fn slowed_by_host(step: &Step, remeasured: &[Step]) -> bool {
+    !step.sustained
+        && step.host_steal_share >= HOST_STEAL_WARN
+        && !remeasured
+            .iter()
+            .any(|r| r.offered_rate == step.offered_rate)
 }
 
 /// The cell's sustained rate (the highest sustained offered rate before the first failing
@@ -439,5 +452,36 @@ mod window_tests {
             ..plan
         };
         assert_eq!(window_secs(&near, &b, &fixed), 10.0);
+    }
+}
+
+#[cfg(test)]
+mod steal_tests {
+    use super::*;
+
+    fn step(rate: f64, sustained: bool, steal: f64) -> Step {
+        Step {
+            offered_rate: rate,
+            sustained,
+            host_steal_share: steal,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_failing_step_the_host_slowed_is_measured_again_once_per_rate() {
+        let slowed = step(3_000.0, false, HOST_STEAL_WARN);
+        assert!(slowed_by_host(&slowed, &[]));
+        // Once per rate: the second measurement counts, however the host behaved.
+        assert!(!slowed_by_host(&slowed, std::slice::from_ref(&slowed)));
+        assert!(slowed_by_host(&slowed, &[step(2_000.0, false, 0.2)]));
+        // A sustained step counts as it is (the host only made it harder); a failing step
+        // below the bound, or without a reading, counts too.
+        assert!(!slowed_by_host(&step(3_000.0, true, 0.3), &[]));
+        assert!(!slowed_by_host(
+            &step(3_000.0, false, HOST_STEAL_WARN - 0.001),
+            &[]
+        ));
+        assert!(!slowed_by_host(&step(3_000.0, false, f64::NAN), &[]));
     }
 }

@@ -407,6 +407,7 @@ fn synthetic() -> CapacityResults {
             registry: name.contains("registry"),
             fusion: name.contains("fusion"),
             steps,
+            remeasured: Vec::new(),
             sustained_rate: sustained,
             knee_rate: knee,
             stopped: stopped.into(),

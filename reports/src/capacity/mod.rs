@@ -232,6 +232,10 @@ pub struct Step {
     /// WAL bytes per second.
     #[serde(default = "absent", deserialize_with = "nullable")]
     pub wal_bytes_per_sec: f64,
+    /// The share of the machine's CPU time the host took over the window (`/proc/stat` steal;
+    /// NaN where the kernel does not account it, and in older documents).
+    #[serde(default = "absent", deserialize_with = "nullable")]
+    pub host_steal_share: f64,
     pub sustained: bool,
     /// The conditions that failed (empty when sustained).
     #[serde(default)]
@@ -279,8 +283,13 @@ pub struct CapacityCell {
     pub name: String,
     pub registry: bool,
     pub fusion: bool,
-    /// Every step run, lowest rate first.
+    /// Every step whose verdict counts, lowest rate first.
     pub steps: Vec<Step>,
+    /// Failing steps measured again at the same rate because the host took at least
+    /// `HOST_STEAL_WARN` of the machine's CPU in their window (once per rate): their verdicts do
+    /// not count, the step measured after each does.
+    #[serde(default)]
+    pub remeasured: Vec<Step>,
     /// The highest sustained offered rate before the first failing step.
     pub sustained_rate: Option<f64>,
     /// The offered rate of the first failing step.
@@ -475,6 +484,34 @@ mod tests {
         assert!(html.contains(REFERENCE_GREY));
         assert!(!html.contains(&cell_colour_hex(REFERENCE)));
         assert!(html.contains("#0072B2"), "registry+fusion's colour");
+    }
+
+    #[test]
+    fn a_step_measured_again_is_named_on_the_page_and_kept_in_the_document() {
+        let mut d = doc();
+        assert!(!render_capacity(&d).unwrap().contains("Measured again"));
+        let mut slowed = step(4, 8000.0, false);
+        slowed.host_steal_share = 0.14;
+        d.cells[0].remeasured = vec![slowed];
+        d.cells[0].steps[3].index = 5;
+        let html = render_capacity(&d).unwrap();
+        assert!(
+            html.contains("Measured again, their verdicts not counted: step 4 at 8,000 msg/s (the host took 14 %)"),
+            "{html}"
+        );
+        let back = CapacityResults::from_json(&d.to_json().unwrap()).unwrap();
+        assert_eq!(back.cells[0].remeasured.len(), 1);
+        assert_eq!(back.cells[0].remeasured[0].host_steal_share, 0.14);
+        // A document from before the field reads with none.
+        let mut v: serde_json::Value = serde_json::from_str(&doc().to_json().unwrap()).unwrap();
+        v["cells"][0].as_object_mut().unwrap().remove("remeasured");
+        v["cells"][0]["steps"][0]
+            .as_object_mut()
+            .unwrap()
+            .remove("host_steal_share");
+        let old = CapacityResults::from_json(&v.to_string()).unwrap();
+        assert!(old.cells[0].remeasured.is_empty());
+        assert!(old.cells[0].steps[0].host_steal_share.is_nan());
     }
 
     #[test]

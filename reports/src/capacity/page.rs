@@ -193,6 +193,9 @@ fn steps_table(c: &CapacityCell) -> Markup {
             tbody { @for s in &c.steps { (step_row(s, knee == Some(s.index))) } }
         } }
         p class="help" { "Stopped: " (c.stopped) "." }
+        @if let Some(note) = super::wording::remeasured_note(c) {
+            p class="help remeasured" { (note) }
+        }
     }
 }
 

@@ -119,3 +119,27 @@ pub fn all_warnings(r: &CapacityResults) -> Vec<String> {
     }
     out
 }
+
+/// The steps of `c` measured again because the host slowed them, in one sentence (none when
+/// there were none).
+pub fn remeasured_note(c: &CapacityCell) -> Option<String> {
+    if c.remeasured.is_empty() {
+        return None;
+    }
+    let steps: Vec<String> = c
+        .remeasured
+        .iter()
+        .map(|s| {
+            format!(
+                "step {} at {} msg/s (the host took {:.0} %)",
+                s.index,
+                amount(s.offered_rate),
+                100.0 * s.host_steal_share
+            )
+        })
+        .collect();
+    Some(format!(
+        "Measured again, their verdicts not counted: {}. Each failed while the host took CPU time from this machine (steal), which slows every latency-bound step beyond its share; the step measured after it at the same rate counts.",
+        steps.join("; ")
+    ))
+}
