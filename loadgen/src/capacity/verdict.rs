@@ -216,14 +216,11 @@ pub fn apply(s: &mut Step, c: &Criteria) {
 
 /// Whether a judged step is to be measured again instead of counting: it failed while the host
 /// took at least `HOST_STEAL_WARN` of the machine's CPU (steal stalls whole CPUs, which a
-/// latency SLO feels far beyond its share), and its rate was not measured again already (so a
-/// host that keeps stealing ends the search as it would have, one step later).
+/// latency SLO feels far beyond its share), and no step of this search was measured again yet
+/// (one per search: a host that keeps stealing costs a search one step, and a sweep's grid at
+/// most one step per search).
 pub fn slowed_by_host(step: &Step, remeasured: &[Step]) -> bool {
-    !step.sustained
-        && step.host_steal_share >= HOST_STEAL_WARN
-        && !remeasured
-            .iter()
-            .any(|r| r.offered_rate == step.offered_rate)
+    !step.sustained && step.host_steal_share >= HOST_STEAL_WARN && remeasured.is_empty()
 }
 
 /// The cell's sustained rate (the highest sustained offered rate before the first failing
@@ -469,12 +466,13 @@ mod steal_tests {
     }
 
     #[test]
-    fn a_failing_step_the_host_slowed_is_measured_again_once_per_rate() {
+    fn the_first_failing_step_the_host_slowed_is_measured_again_and_only_it() {
         let slowed = step(3_000.0, false, HOST_STEAL_WARN);
         assert!(slowed_by_host(&slowed, &[]));
-        // Once per rate: the second measurement counts, however the host behaved.
+        // One per search: the second measurement counts, however the host behaved, and so does
+        // any later step.
         assert!(!slowed_by_host(&slowed, std::slice::from_ref(&slowed)));
-        assert!(slowed_by_host(&slowed, &[step(2_000.0, false, 0.2)]));
+        assert!(!slowed_by_host(&slowed, &[step(2_000.0, false, 0.2)]));
         // A sustained step counts as it is (the host only made it harder); a failing step
         // below the bound, or without a reading, counts too.
         assert!(!slowed_by_host(&step(3_000.0, true, 0.3), &[]));

@@ -285,9 +285,9 @@ pub struct CapacityCell {
     pub fusion: bool,
     /// Every step whose verdict counts, lowest rate first.
     pub steps: Vec<Step>,
-    /// Failing steps measured again at the same rate because the host took at least
-    /// `HOST_STEAL_WARN` of the machine's CPU in their window (once per rate): their verdicts do
-    /// not count, the step measured after each does.
+    /// A failing step measured again at the same rate because the host took at least
+    /// `HOST_STEAL_WARN` of the machine's CPU in its window (the first such step of the search,
+    /// if any): its verdict does not count, the step measured after it does.
     #[serde(default)]
     pub remeasured: Vec<Step>,
     /// The highest sustained offered rate before the first failing step.
@@ -496,7 +496,7 @@ mod tests {
         d.cells[0].steps[3].index = 5;
         let html = render_capacity(&d).unwrap();
         assert!(
-            html.contains("Measured again, their verdicts not counted: step 4 at 8,000 msg/s (the host took 14 %)"),
+            html.contains("Measured again, its verdict not counted: step 4 at 8,000 msg/s (the host took 14 %)"),
             "{html}"
         );
         let back = CapacityResults::from_json(&d.to_json().unwrap()).unwrap();

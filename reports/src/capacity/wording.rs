@@ -120,8 +120,8 @@ pub fn all_warnings(r: &CapacityResults) -> Vec<String> {
     out
 }
 
-/// The steps of `c` measured again because the host slowed them, in one sentence (none when
-/// there were none).
+/// The step of `c` measured again because the host slowed it, in one sentence (none when there
+/// was none).
 pub fn remeasured_note(c: &CapacityCell) -> Option<String> {
     if c.remeasured.is_empty() {
         return None;
@@ -139,7 +139,7 @@ pub fn remeasured_note(c: &CapacityCell) -> Option<String> {
         })
         .collect();
     Some(format!(
-        "Measured again, their verdicts not counted: {}. Each failed while the host took CPU time from this machine (steal), which slows every latency-bound step beyond its share; the step measured after it at the same rate counts.",
+        "Measured again, its verdict not counted: {}. It failed while the host took CPU time from this machine (steal), which slows a latency-bound step beyond its share; the step measured after it at the same rate counts (one such step per search).",
         steps.join("; ")
     ))
 }
