@@ -9,7 +9,6 @@ use crate::lifecycle::phases::Workload;
 use crate::lifecycle::settle::Whole;
 use crate::lifecycle::window::{self, Edge, Tick, Window};
 use crate::lifecycle::CellRound;
-use crate::measure::host_cpu::HostCpu;
 use crate::measure::process_tree::tree_cpu_seconds;
 use crate::progress::Progress;
 use crate::target::broker::process_cpu_seconds;
@@ -174,7 +173,7 @@ fn figures(cr: &CellRound<'_>, w: &Window, ctx: &CellContext) -> Step {
             .unwrap_or(f64::NAN),
         wal_syncs_per_sec: pg.as_ref().map(|g| g.wal_syncs / secs).unwrap_or(f64::NAN),
         wal_bytes_per_sec: pg.as_ref().map(|g| g.wal_bytes / secs).unwrap_or(f64::NAN),
-        host_steal_share: HostCpu::steal_share_since(end.host, start.host),
+        host_steal_share: w.host_steal_share(),
         ..Default::default()
     }
 }

@@ -112,6 +112,12 @@ impl Window {
             _ => None,
         }
     }
+
+    /// The share of the machine's CPU time the host took over the window (NaN unless both
+    /// edges read it).
+    pub fn host_steal_share(&self) -> f64 {
+        HostCpu::steal_share_since(self.end.host, self.start.host)
+    }
 }
 
 /// Measures for `duration_secs`: takes the start edge, switches the workload to

@@ -22,7 +22,6 @@ use crate::lifecycle::CellRound;
 use crate::live;
 use crate::measure::broker_metrics::{self, Scrape};
 use crate::measure::figures::{derive, per_broker, BrokerWindow, WindowDeltas};
-use crate::measure::host_cpu::HostCpu;
 use crate::measure::minutes::{self, MinuteClock, Reading, MINUTE_SECS};
 use crate::measure::pg_counters::PgSnapshot;
 use crate::progress::Progress;
@@ -302,7 +301,7 @@ impl Measured {
             counters: w.end.counters.since(&w.start.counters),
             loadgen_cpu: w.end.loadgen_cpu - w.start.loadgen_cpu,
             broker_cpu: w.end.broker_cpu() - w.start.broker_cpu(),
-            host_steal_share: HostCpu::steal_share_since(w.end.host, w.start.host),
+            host_steal_share: w.host_steal_share(),
         }
     }
 
