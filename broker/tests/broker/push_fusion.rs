@@ -212,16 +212,22 @@ async fn fused_segments_carry_many_requests() {
     t.broker.shutdown().await;
 }
 
-/// The probe must find hashes through the GIN index, never by scanning the partition's
-/// sidecar rows inside the window (the cost that grew with the window).
-#[tokio::test]
-async fn dedup_probe_uses_the_hash_index() {
-    let t = TestBroker::start().await;
-    t.http.push("ix", &[("p", "seed")]).await;
+/// A connection to the test broker's database whose notices (auto_explain's plans of every
+/// nested statement) come back on the receiver, and the id of partition `p` of queue `queue`
+/// after one push to it.
+async fn explained_probe_session(
+    t: &TestBroker,
+    queue: &str,
+) -> (
+    tokio_postgres::Client,
+    tokio::sync::mpsc::UnboundedReceiver<String>,
+    uuid::Uuid,
+) {
+    t.http.push(queue, &[("p", "seed")]).await;
     let (client, mut conn) = tokio_postgres::connect(&t.db_url, tokio_postgres::NoTls)
         .await
         .unwrap();
-    let (notices_tx, mut notices) = tokio::sync::mpsc::unbounded_channel();
+    let (notices_tx, notices) = tokio::sync::mpsc::unbounded_channel();
     tokio::spawn(async move {
         while let Some(Ok(m)) = std::future::poll_fn(|cx| conn.poll_message(cx)).await {
             if let tokio_postgres::AsyncMessage::Notice(n) = m {
@@ -230,10 +236,65 @@ async fn dedup_probe_uses_the_hash_index() {
         }
     });
     let pid: uuid::Uuid = client
-        .query_one("SELECT id FROM queen.log_partitions WHERE name = 'p'", &[])
+        .query_one(
+            "SELECT p.id FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id \
+             WHERE q.name = $1 AND p.name = 'p'",
+            &[&queue],
+        )
         .await
         .unwrap()
         .get(0);
+    client
+        .batch_execute(
+            "LOAD 'auto_explain'; \
+             SET auto_explain.log_min_duration = 0; SET auto_explain.log_nested_statements = on; \
+             SET auto_explain.log_level = notice; SET client_min_messages = notice",
+        )
+        .await
+        .unwrap();
+    (client, notices, pid)
+}
+
+/// Runs the probe on `hashes_sql` (an SQL bytea expression) for partition `pid` with a window
+/// of an hour; returns its three answers (empty when it found no duplicate) and the plans of
+/// the statements it ran.
+async fn probe(
+    client: &tokio_postgres::Client,
+    notices: &mut tokio::sync::mpsc::UnboundedReceiver<String>,
+    pid: uuid::Uuid,
+    hashes_sql: &str,
+) -> ((Vec<i32>, Vec<i64>, Vec<i32>), Vec<String>) {
+    while notices.try_recv().is_ok() {}
+    let row = client
+        .query_one(
+            &format!(
+                "SELECT dup_index, dup_offset, dup_first \
+                 FROM queen.log_dedup_probe_v1($1, 0, 3600, {hashes_sql})"
+            ),
+            &[&pid],
+        )
+        .await
+        .unwrap();
+    let answers = (
+        row.get::<_, Option<Vec<i32>>>(0).unwrap_or_default(),
+        row.get::<_, Option<Vec<i64>>>(1).unwrap_or_default(),
+        row.get::<_, Option<Vec<i32>>>(2).unwrap_or_default(),
+    );
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let mut plans = Vec::new();
+    while let Ok(n) = notices.try_recv() {
+        plans.push(n);
+    }
+    (answers, plans)
+}
+
+/// The probe must find hashes through the GIN index, never by scanning the partition's
+/// sidecar rows inside the window (the cost that grew with the window): every statement of
+/// the probe that reads the sidecar goes through the index, in both plan modes.
+#[tokio::test]
+async fn dedup_probe_uses_the_hash_index() {
+    let t = TestBroker::start().await;
+    let (client, mut notices, pid) = explained_probe_session(&t, "ix").await;
     // 20 000 one-frame sidecar rows inside the window
     client
         .execute(
@@ -244,11 +305,7 @@ async fn dedup_probe_uses_the_hash_index() {
         .await
         .unwrap();
     client
-        .batch_execute(
-            "ANALYZE queen.log_txns; LOAD 'auto_explain'; \
-             SET auto_explain.log_min_duration = 0; SET auto_explain.log_nested_statements = on; \
-             SET auto_explain.log_level = notice; SET client_min_messages = notice",
-        )
+        .batch_execute("ANALYZE queen.log_txns")
         .await
         .unwrap();
     for mode in ["force_custom_plan", "force_generic_plan"] {
@@ -256,38 +313,90 @@ async fn dedup_probe_uses_the_hash_index() {
             .batch_execute(&format!("SET plan_cache_mode = {mode}"))
             .await
             .unwrap();
-        while notices.try_recv().is_ok() {}
-        let row = client
-            .query_one(
-                "SELECT dup_index, dup_offset, dup_first FROM queen.log_dedup_probe_v1(\
-                   $1, 0, 3600, decode(md5('h12345') || md5('new') || md5('new'), 'hex'))",
-                &[&pid],
-            )
-            .await
-            .unwrap();
-        let (idx, off, first): (Vec<i32>, Vec<i64>, Vec<i32>) =
-            (row.get(0), row.get(1), row.get(2));
-        assert_eq!(
-            (idx, off, first),
-            (vec![0, 2], vec![12345, -1], vec![-1, 1])
+        let hashes = "decode(md5('h12345') || md5('new') || md5('new'), 'hex')";
+        let (answers, plans) = probe(&client, &mut notices, pid, hashes).await;
+        assert_eq!(answers, (vec![0, 2], vec![12345, -1], vec![-1, 1]));
+        let reads: Vec<&String> = plans.iter().filter(|p| p.contains("log_txns")).collect();
+        assert!(
+            !reads.is_empty(),
+            "{mode}: no plan of the probe's queries in {plans:?}"
         );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        let mut plans = Vec::new();
-        while let Ok(n) = notices.try_recv() {
-            plans.push(n);
+        for plan in reads {
+            assert!(
+                plan.contains("log_txns_dedup_idx"),
+                "{mode}: the probe does not use the hash index:\n{plan}"
+            );
+            assert!(
+                !plan.contains("Seq Scan on log_txns") && !plan.contains("log_txns_age_idx"),
+                "{mode}: the probe scans the window:\n{plan}"
+            );
         }
-        let probe = plans
-            .iter()
-            .find(|p| p.contains("log_txns"))
-            .unwrap_or_else(|| panic!("{mode}: no plan of the probe's query in {plans:?}"));
-        assert!(
-            probe.contains("log_txns_dedup_idx"),
-            "{mode}: the probe does not use the hash index:\n{probe}"
-        );
-        assert!(
-            !probe.contains("Seq Scan on log_txns") && !probe.contains("log_txns_age_idx"),
-            "{mode}: the probe scans the window:\n{probe}"
-        );
     }
+    t.broker.shutdown().await;
+}
+
+/// The probe's shortcut: a push none of whose keys is stored, and whose keys are distinct,
+/// is judged by the index lookup alone (the exact comparison is not run). A stored hash that
+/// shares only its key with an incoming one (the first 8 bytes), or two incoming hashes that
+/// share a key, take the exact comparison, which finds no duplicate in either.
+#[tokio::test]
+async fn the_probe_judges_a_fresh_push_by_the_index_alone_and_a_shared_key_exactly() {
+    let t = TestBroker::start().await;
+    let (client, mut notices, pid) = explained_probe_session(&t, "shortcut").await;
+    // A stored frame whose hash is 8 bytes of 0x11 and 8 of 0x22.
+    client
+        .execute(
+            "INSERT INTO queen.log_txns (partition_id, base_offset, end_offset, hashes) \
+             VALUES ($1, 100, 100, decode(repeat('11', 8) || repeat('22', 8), 'hex'))",
+            &[&pid],
+        )
+        .await
+        .unwrap();
+    let exact_ran = |plans: &[String]| plans.iter().any(|p| p.contains("generate_series"));
+
+    let fresh = "decode(md5('fresh-1') || md5('fresh-2'), 'hex')";
+    let (answers, plans) = probe(&client, &mut notices, pid, fresh).await;
+    assert_eq!(
+        answers,
+        Default::default(),
+        "a fresh push holds no duplicate"
+    );
+    assert!(
+        !exact_ran(&plans),
+        "a fresh push ran the exact comparison: {plans:?}"
+    );
+
+    let same_key = "decode(repeat('11', 8) || repeat('33', 8), 'hex')";
+    let (answers, plans) = probe(&client, &mut notices, pid, same_key).await;
+    assert_eq!(
+        answers,
+        Default::default(),
+        "a shared key is not a duplicate"
+    );
+    assert!(
+        exact_ran(&plans),
+        "a shared stored key skipped the exact comparison"
+    );
+
+    let twins_by_key = "decode(repeat('44', 8) || repeat('55', 8) || repeat('44', 8) \
+                        || repeat('66', 8), 'hex')";
+    let (answers, plans) = probe(&client, &mut notices, pid, twins_by_key).await;
+    assert_eq!(
+        answers,
+        Default::default(),
+        "two hashes sharing a key are distinct"
+    );
+    assert!(
+        exact_ran(&plans),
+        "a key shared within the push skipped the exact comparison"
+    );
+
+    let stored = "decode(md5('fresh-3') || repeat('11', 8) || repeat('22', 8), 'hex')";
+    let (answers, _) = probe(&client, &mut notices, pid, stored).await;
+    assert_eq!(
+        answers,
+        (vec![1], vec![100], vec![-1]),
+        "the stored hash is found"
+    );
     t.broker.shutdown().await;
 }

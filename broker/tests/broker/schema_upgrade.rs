@@ -107,8 +107,14 @@ fn assert_same(a_name: &str, a: &[String], b_name: &str, b: &[String]) {
 /// Procedures whose definition changed after the legacy layout (the numbered files of
 /// 4fa2920), by their catalog line's first line: an upgrade gives them their new form.
 /// - `log_cursor_advance_v1`: a one-row UPDATE again, instead of a call of the set form.
-const CHANGED_SINCE_LEGACY: &[&str] =
-    &["function queen.log_cursor_advance_v1(uuid,text,bigint,boolean)"];
+/// - `log_dedup_probe_v1`: judges a push none of whose keys is stored by the index alone.
+/// - `log_push_multi_v2`: reads each queue's options once, and skips the maxSize lock and
+///   check for queues without one.
+const CHANGED_SINCE_LEGACY: &[&str] = &[
+    "function queen.log_cursor_advance_v1(uuid,text,bigint,boolean)",
+    "function queen.log_dedup_probe_v1(uuid,bigint,integer,bytea)",
+    "function queen.log_push_multi_v2(uuid[],text[],text[],bytea[],bytea[])",
+];
 
 /// What was added after the legacy layout (schema migrations after its baseline, and the
 /// procedures that use them), as a word of each catalog line that belongs to it: the peer key
