@@ -82,7 +82,9 @@ impl App {
                 let settings = PushFusionSettings {
                     shards: app.config.push_fusion_shards,
                     bundle_max: app.config.push_bundle_max,
-                    max_inflight: app.config.push_fusion_max_inflight,
+                    concurrency: crate::config::Config::lane_concurrency(
+                        app.config.push_fusion_max_inflight,
+                    ),
                     hold: std::time::Duration::from_millis(app.config.push_fusion_hold_ms),
                 };
                 let (pool, sealer) = (app.pool.clone(), app.sealer.clone());

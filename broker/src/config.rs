@@ -52,7 +52,8 @@ pub struct Config {
     pub push_fusion_shards: usize,
     /// Ready partitions one push flush may bundle into one call.
     pub push_bundle_max: usize,
-    /// Push flushes in flight per shard.
+    /// Push flushes in flight per shard (`QUEEN_PUSH_FUSION_MAX_INFLIGHT`); 0, the default:
+    /// decided at run time, as the lanes' (`lane_concurrency`).
     pub push_fusion_max_inflight: usize,
     pub push_fusion_hold_ms: u64,
     pub tenancy_header: bool,
@@ -202,9 +203,9 @@ impl Config {
                 10_000_000,
             )?,
             push_fusion: vars.flag("QUEEN_PUSH_FUSION", true)?,
-            push_fusion_shards: vars.number("QUEEN_PUSH_FUSION_SHARDS", 8, 1, 1024)?,
+            push_fusion_shards: vars.number("QUEEN_PUSH_FUSION_SHARDS", 1, 1, 1024)?,
             push_bundle_max: vars.number("QUEEN_PUSH_BUNDLE_MAX", 16, 1, 1024)?,
-            push_fusion_max_inflight: vars.number("QUEEN_PUSH_FUSION_MAX_INFLIGHT", 8, 1, 1024)?,
+            push_fusion_max_inflight: vars.number("QUEEN_PUSH_FUSION_MAX_INFLIGHT", 0, 0, 1024)?,
             push_fusion_hold_ms: vars.number("QUEEN_PUSH_FUSION_HOLD_MS", 3, 1, 60_000)?,
             tenancy_header: vars.flag("QUEEN_TENANCY_HEADER", false)?,
             retention_interval_ms: vars.number(
@@ -420,7 +421,14 @@ mod tests {
                 c.push_fusion_max_inflight,
                 c.push_fusion_hold_ms
             ),
-            (8, 16, 8, 3)
+            (1, 16, 0, 3)
+        );
+        assert_eq!(
+            Config::lane_concurrency(c.push_fusion_max_inflight),
+            ConcurrencyMode::Adaptive {
+                max: ADAPTIVE_MAX_FLUSHES
+            },
+            "push fusion's calls in flight are decided at run time"
         );
     }
 
@@ -440,7 +448,7 @@ mod tests {
             ("QUEEN_PEER_NOTIFY", "sometimes"),
             ("QUEEN_PUSH_FUSION_SHARDS", "0"),
             ("QUEEN_PUSH_BUNDLE_MAX", "many"),
-            ("QUEEN_PUSH_FUSION_MAX_INFLIGHT", "0"),
+            ("QUEEN_PUSH_FUSION_MAX_INFLIGHT", "-1"),
             ("QUEEN_PUSH_FUSION_HOLD_MS", "0"),
             ("QUEEN_FUSION_LINGER_MIN_RATE", "fast"),
             ("QUEEN_ENCRYPTION_KEY", "abc"),

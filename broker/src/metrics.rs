@@ -21,6 +21,8 @@ pub struct Sections<'a> {
     pub pop: PopSnapshot,
     /// The peer notifications' counters (zero when `QUEEN_PEER_NOTIFY` is off).
     pub peers: PeerCounts,
+    /// Push fusion's counters, when it is on.
+    pub push_fusion: Option<&'a crate::push::fusion::PushFusionStats>,
     pub config: &'a Config,
 }
 
@@ -100,6 +102,9 @@ impl Metrics {
         render_ack(&mut out, &sections.ack);
         render_pop(&mut out, &sections.pop);
         sections.peers.render(&mut out);
+        if let Some(push) = sections.push_fusion {
+            push.render(&mut out);
+        }
         render_settings(&mut out, sections.config);
         render_cache(&mut out, &sections.pop);
         out
@@ -278,6 +283,7 @@ mod tests {
         Metrics::add(&metrics.counters.retention_segments_deleted, last);
         let lookup = |_: &str| None;
         let config = Config::from_lookup(lookup).expect("defaults");
+        let push = crate::push::fusion::PushFusionStats::default();
         let sections = Sections {
             ack: AckSnapshot {
                 registry: Some(RegistrySnapshot::default()),
@@ -288,6 +294,7 @@ mod tests {
                 ..PopSnapshot::default()
             },
             peers: Default::default(),
+            push_fusion: Some(&push),
             config: &config,
         };
         metrics.render(&sections)

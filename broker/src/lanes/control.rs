@@ -275,6 +275,61 @@ impl Linger {
     }
 }
 
+/// The time integrals of one epoch, fed by the owner of the flushes at each event: what the
+/// flush-concurrency controller reads at the end of an epoch.
+pub struct Meter {
+    epoch_start: Instant,
+    last: Instant,
+    /// Flushes in flight since the last event (set by the owner).
+    pub inflight: usize,
+    /// Work items completed this epoch (added to by the owner).
+    pub items: u64,
+    saturated: Duration,
+    inflight_area: f64,
+}
+
+impl Meter {
+    pub fn new(now: Instant) -> Meter {
+        Meter {
+            epoch_start: now,
+            last: now,
+            inflight: 0,
+            items: 0,
+            saturated: Duration::ZERO,
+            inflight_area: 0.0,
+        }
+    }
+
+    /// Counts the time since the last event in the state it was in.
+    pub fn advance(&mut self, now: Instant, saturated: bool) {
+        let dt = now.saturating_duration_since(self.last);
+        self.inflight_area += self.inflight as f64 * dt.as_secs_f64();
+        if saturated {
+            self.saturated += dt;
+        }
+        self.last = now.max(self.last);
+    }
+
+    /// The epoch's figures once it has lasted `Concurrency::EPOCH`, and a new epoch begun.
+    pub fn end_epoch(&mut self, now: Instant) -> Option<Epoch> {
+        let length = now.saturating_duration_since(self.epoch_start);
+        if length < Concurrency::EPOCH {
+            return None;
+        }
+        let secs = length.as_secs_f64();
+        // Items per epoch are compared across epochs: scaled to the nominal length.
+        let scale = Concurrency::EPOCH.as_secs_f64() / secs;
+        let epoch = Epoch {
+            items: (self.items as f64 * scale).round() as u64,
+            saturated: self.saturated.as_secs_f64() / secs,
+            mean_inflight: self.inflight_area / secs,
+        };
+        (self.epoch_start, self.items) = (now, 0);
+        (self.saturated, self.inflight_area) = (Duration::ZERO, 0.0);
+        Some(epoch)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -14,7 +14,7 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-use super::control::{Concurrency, ConcurrencyMode, Epoch, Linger};
+use super::control::{Concurrency, ConcurrencyMode, Linger, Meter};
 use super::rate::ArrivalRate;
 
 /// Folding and ordering domains.
@@ -335,57 +335,5 @@ impl Rows {
             n += 1;
         }
         n
-    }
-}
-
-/// The time integrals of one epoch.
-struct Meter {
-    epoch_start: Instant,
-    last: Instant,
-    inflight: usize,
-    items: u64,
-    saturated: Duration,
-    inflight_area: f64,
-}
-
-impl Meter {
-    fn new(now: Instant) -> Meter {
-        Meter {
-            epoch_start: now,
-            last: now,
-            inflight: 0,
-            items: 0,
-            saturated: Duration::ZERO,
-            inflight_area: 0.0,
-        }
-    }
-
-    /// Counts the time since the last event in the state it was in.
-    fn advance(&mut self, now: Instant, saturated: bool) {
-        let dt = now.saturating_duration_since(self.last);
-        self.inflight_area += self.inflight as f64 * dt.as_secs_f64();
-        if saturated {
-            self.saturated += dt;
-        }
-        self.last = now.max(self.last);
-    }
-
-    /// The epoch's figures once it has lasted `Concurrency::EPOCH`, and a new epoch begun.
-    fn end_epoch(&mut self, now: Instant) -> Option<Epoch> {
-        let length = now.saturating_duration_since(self.epoch_start);
-        if length < Concurrency::EPOCH {
-            return None;
-        }
-        let secs = length.as_secs_f64();
-        // Items per epoch are compared across epochs: scaled to the nominal length.
-        let scale = Concurrency::EPOCH.as_secs_f64() / secs;
-        let epoch = Epoch {
-            items: (self.items as f64 * scale).round() as u64,
-            saturated: self.saturated.as_secs_f64() / secs,
-            mean_inflight: self.inflight_area / secs,
-        };
-        (self.epoch_start, self.items) = (now, 0);
-        (self.saturated, self.inflight_area) = (Duration::ZERO, 0.0);
-        Some(epoch)
     }
 }

@@ -6,8 +6,13 @@
 //! - Fire-on-idle per partition: a partition with frames and no flush in flight is ready; a
 //!   dispatch takes every pending frame of up to `bundle_max` ready partitions as one segment
 //!   each, in one call. Frames arriving during a flush wait for the partition's next one, so
-//!   segment size is emergent. At most `max_inflight` calls per shard are in flight; `hold` is
-//!   only a backstop tick while work waits (a liveness bound, not a latency floor).
+//!   segment size is emergent. How many calls a shard has in flight is fixed
+//!   (`QUEEN_PUSH_FUSION_MAX_INFLIGHT`) or, by default, decided at run time by the lanes'
+//!   flush-concurrency controller (`lanes::control::Concurrency`): one call at first, one more
+//!   only while a measured probe shows concurrent calls complete more frames. Where commits
+//!   serialise (a 2-core host), pushes that arrive during a call then share the next one
+//!   instead of each paying a commit. `hold` is only a backstop tick while work waits (a
+//!   liveness bound, not a latency floor).
 //! - The procedure answers per segment. A segment with duplicates was not written: its
 //!   duplicate frames are settled (the stored original's id, read back in the flush, or the
 //!   earlier equal frame of the segment, whatever becomes of it) and the rest go back to the
@@ -29,7 +34,7 @@ use std::collections::VecDeque;
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use deadpool_postgres::{Object, Pool};
 use tokio::sync::{mpsc, oneshot};
@@ -38,6 +43,7 @@ use xxhash_rust::xxh3::xxh3_64;
 
 use crate::crypto::Sealer;
 use crate::fasthash::FastMap;
+use crate::lanes::control::{Concurrency, ConcurrencyMode, Meter};
 use crate::push::written::WrittenSegment;
 use crate::segment::{self, FrameRef};
 use crate::storage::procs;
@@ -89,7 +95,8 @@ pub type Sink = Arc<dyn Fn(&WrittenSegment<'_>) + Send + Sync>;
 pub struct Settings {
     pub shards: usize,
     pub bundle_max: usize,
-    pub max_inflight: usize,
+    /// Calls in flight per shard.
+    pub concurrency: ConcurrencyMode,
     pub hold: Duration,
 }
 
@@ -102,6 +109,39 @@ pub struct PushFusionStats {
     pub frames_written: AtomicU64,
     pub resubmits: AtomicU64,
     pub flush_errors: AtomicU64,
+    /// Calls allowed in flight now, summed over the shards.
+    pub limit: AtomicU64,
+}
+
+impl PushFusionStats {
+    /// The counters and the calls allowed in flight, for the metrics.
+    pub fn render(&self, out: &mut String) {
+        use std::fmt::Write;
+        for (name, help, value) in [
+            (
+                "queen_push_fusion_flushes_total",
+                "Push fusion's calls of log_push_multi_v2.",
+                &self.flushes,
+            ),
+            (
+                "queen_push_fusion_segments_total",
+                "Segments those calls carried (one per partition per call).",
+                &self.segments,
+            ),
+        ] {
+            let value = value.load(Relaxed);
+            let _ = writeln!(
+                out,
+                "# HELP {name} {help}\n# TYPE {name} counter\n{name} {value}"
+            );
+        }
+        crate::metrics::gauge(
+            out,
+            "queen_push_fusion_flush_limit",
+            "Calls push fusion may have in flight now, over its shards (adaptive unless QUEEN_PUSH_FUSION_MAX_INFLIGHT is set).",
+            self.limit.load(Relaxed) as f64,
+        );
+    }
 }
 
 type Submitted = (PushJob, oneshot::Sender<JobResult>);
@@ -122,7 +162,7 @@ impl PushFusion {
         let settings = Settings {
             shards: settings.shards.max(1),
             bundle_max: settings.bundle_max.max(1),
-            max_inflight: settings.max_inflight.max(1),
+            concurrency: settings.concurrency,
             hold: settings.hold,
         };
         let stats = Arc::new(PushFusionStats::default());
@@ -140,9 +180,12 @@ impl PushFusion {
                     parts: FastMap::default(),
                     ready: VecDeque::new(),
                     inflight: 0,
+                    control: Concurrency::new(settings.concurrency),
+                    meter: Meter::new(Instant::now()),
                     next_job: 0,
                     done_tx,
                 };
+                stats.limit.fetch_add(shard.control.limit() as u64, Relaxed);
                 tokio::spawn(shard.run(rx, done_rx));
                 tx
             })
@@ -252,6 +295,8 @@ struct Shard {
     parts: FastMap<PartKey, Part>,
     ready: VecDeque<PartKey>,
     inflight: usize,
+    control: Concurrency,
+    meter: Meter,
     next_job: u64,
     done_tx: mpsc::UnboundedSender<FlushDone>,
 }
@@ -326,7 +371,8 @@ impl Shard {
 
     /// Starts flushes while slots are free and partitions are ready.
     fn dispatch(&mut self) {
-        while self.inflight < self.settings.max_inflight && !self.ready.is_empty() {
+        self.account(Instant::now());
+        while self.inflight < self.control.limit() && !self.ready.is_empty() {
             let mut bundle = Vec::new();
             while bundle.len() < self.settings.bundle_max {
                 let Some(key) = self.ready.pop_front() else {
@@ -364,6 +410,7 @@ impl Shard {
                 break;
             }
             self.inflight += 1;
+            self.meter.inflight = self.inflight;
             let sealer = self.sealer.clone();
             let (pool, sink, stats, done) = (
                 self.pool.clone(),
@@ -388,8 +435,33 @@ impl Shard {
         }
     }
 
+    /// Advances the epoch meter to `now` (work waited on the limit since the last event when a
+    /// partition is ready and every slot is taken) and lets the controller judge an epoch
+    /// that ended.
+    fn account(&mut self, now: Instant) {
+        let saturated = !self.ready.is_empty() && self.inflight >= self.control.limit();
+        self.meter.advance(now, saturated);
+        if let Some(epoch) = self.meter.end_epoch(now) {
+            let before = self.control.limit() as u64;
+            self.control.end_epoch(now, epoch);
+            let after = self.control.limit() as u64;
+            if after != before {
+                self.stats
+                    .limit
+                    .fetch_add(after.wrapping_sub(before), Relaxed);
+            }
+        }
+    }
+
     fn finish(&mut self, done: FlushDone) {
+        self.account(Instant::now());
         self.inflight -= 1;
+        self.meter.inflight = self.inflight;
+        self.meter.items += done
+            .segments
+            .iter()
+            .map(|s| s.frames.len() as u64)
+            .sum::<u64>();
         let outs: Vec<SegmentOut> = match done.result {
             Ok(outs) => outs,
             Err(e) => done

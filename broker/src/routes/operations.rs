@@ -44,6 +44,7 @@ pub fn metrics(app: &App) -> Answer {
             &app.segments,
         ),
         peers: app.ready.peer_stats.counts(),
+        push_fusion: app.push_fusion.as_ref().map(|f| f.stats.as_ref()),
         config: &app.config,
     };
     let text = app.metrics.render(&sections);

@@ -212,6 +212,47 @@ async fn fused_segments_carry_many_requests() {
     t.broker.shutdown().await;
 }
 
+/// With the broker's defaults, push fusion starts at one call in flight: concurrent pushes to
+/// as many partitions wait for the call in flight and share the next ones (up to 16 partitions
+/// a call), instead of each paying a commit, and the metrics say so. (Queen's 8 shards of 8
+/// calls each gave every push a call of its own.)
+#[tokio::test]
+async fn by_default_pushes_to_many_partitions_share_calls() {
+    let t = TestBroker::start().await;
+    let stats = &t.broker.app().push_fusion.as_ref().unwrap().stats;
+    let mut tasks = Vec::new();
+    for i in 0..64 {
+        let http = t.http.clone();
+        tasks.push(tokio::spawn(async move {
+            http.push("spread", &[(&format!("p{i}"), &format!("m{i}"))])
+                .await
+        }));
+    }
+    for task in tasks {
+        assert_eq!(task.await.unwrap()[0]["status"], "queued");
+    }
+    assert_eq!(stats.frames_written.load(Relaxed), 64);
+    let (flushes, segments) = (stats.flushes.load(Relaxed), stats.segments.load(Relaxed));
+    assert_eq!(segments, 64, "one segment per partition");
+    assert!(
+        flushes <= 16,
+        "64 concurrent pushes to 64 partitions took {flushes} calls"
+    );
+    let text = t.http.get("/metrics").await.text;
+    // One call at first; a probe may have tried a second while the 64 waited.
+    let limit = crate::common::metric(&t.http, "queen_push_fusion_flush_limit").await;
+    assert!((1.0..=8.0).contains(&limit), "flush limit {limit}");
+    assert!(
+        text.contains(&format!("\nqueen_push_fusion_flushes_total {flushes}\n")),
+        "{text}"
+    );
+    assert!(
+        text.contains("queen_engine_setting{name=\"QUEEN_PUSH_FUSION_MAX_INFLIGHT\"} 0"),
+        "{text}"
+    );
+    t.broker.shutdown().await;
+}
+
 /// A connection to the test broker's database whose notices (auto_explain's plans of every
 /// nested statement) come back on the receiver, and the id of partition `p` of queue `queue`
 /// after one push to it.
