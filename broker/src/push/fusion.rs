@@ -114,7 +114,8 @@ pub struct PushFusionStats {
 }
 
 impl PushFusionStats {
-    /// The counters and the calls allowed in flight, for the metrics.
+    /// The counters and the calls allowed in flight, in the Prometheus text exposition (written
+    /// here, not through `metrics`, which renders this: no import circle).
     pub fn render(&self, out: &mut String) {
         use std::fmt::Write;
         for (name, help, value) in [
@@ -135,11 +136,12 @@ impl PushFusionStats {
                 "# HELP {name} {help}\n# TYPE {name} counter\n{name} {value}"
             );
         }
-        crate::metrics::gauge(
+        let _ = writeln!(
             out,
-            "queen_push_fusion_flush_limit",
-            "Calls push fusion may have in flight now, over its shards (adaptive unless QUEEN_PUSH_FUSION_MAX_INFLIGHT is set).",
-            self.limit.load(Relaxed) as f64,
+            "# HELP queen_push_fusion_flush_limit Calls push fusion may have in flight now, over \
+             its shards (adaptive unless QUEEN_PUSH_FUSION_MAX_INFLIGHT is set).\n\
+             # TYPE queen_push_fusion_flush_limit gauge\nqueen_push_fusion_flush_limit {}",
+            self.limit.load(Relaxed)
         );
     }
 }
